@@ -1,0 +1,23 @@
+"""The `autoscaler` command line. Each subcommand lives in its own module; this is the group."""
+
+from __future__ import annotations
+
+import click
+
+from autoscaler import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="autoscaler")
+def main() -> None:
+    """Autoscale vLLM Deployments on request queue depth and KV-cache usage."""
+
+
+def _register() -> None:
+    # Subcommands register themselves here; imports are local so `--help` stays fast.
+    from autoscaler.cli_check_config import check_config
+
+    main.add_command(check_config)
+
+
+_register()

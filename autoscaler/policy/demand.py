@@ -1,0 +1,220 @@
+"""Step 2, demand: how many replicas the load needs right now, from the queue and the KV cache.
+
+Two signals, each turned into a (fractional) replica count; the larger wins.
+
+**Queue.** Only replicas with a queue (at least `saturated_waiting_per_replica` waiting) run a
+full batch, so only they tell what one replica can do. With none, there is no queue pressure
+and the queue asks for nothing (the KV cache decides). With some, two models:
+
+* *rate* (when every healthy pod reports `completed_per_second`): a saturated replica finishes
+  `mu` requests/s; requests arrive at `lambda` = throughput + d(waiting + running)/dt, both
+  averaged over the same window (`arrival_rate`). Needed:
+  lambda / mu replicas to keep up, plus, for each replica whose queue is above target, up to
+  one more replica while it drains: its excess / (mu * `queue_drain_seconds`), at most 1.
+  vLLM queues per pod: a backlog stays on the pod that holds it, and the most that new
+  replicas can do is take all new arrivals off it, so more than one replica per backlogged
+  pod never helps; and drain help never exceeds keep-up help. This sizes for the arrival rate, not the backlog, so a queue that piles up
+  while new pods load does not multiply the replicas.
+* *batch* (no throughput series): a saturated replica runs `c` requests at once, and we allow
+  `target_waiting_per_replica` (t) more behind it: (waiting + running) / (c + t), but at most
+  one more replica per pod queued above target (the per-pod queue argument above): without a
+  throughput the backlog cannot be told from the arrival rate, so this model at most doubles
+  per lead time instead of chasing the backlog every tick.
+
+**KV cache.** Sum of per-pod KV usage (0..1) over the target usage: HPA's AverageValue rule.
+
+Pods whose samples are unhealthy are not read as zero: the healthy pods' averages stand in for
+them (the caller then forbids any scale-down).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autoscaler.policy.types import MetricSample, ReadyPod
+
+
+@dataclass(frozen=True)
+class Demand:
+    waiting_total: float  # over all ready pods (extrapolated where unhealthy)
+    running_total: float
+    kv_usage_total: float
+    saturated_pods: int
+    completed_per_second: float | None  # fleet throughput, None when not every pod reports it
+    arrivals_per_second: float | None
+    replica_throughput_per_second: float | None
+    queue_model: str  # "rate", "batch" or "none"
+    queue_replicas: float
+    kv_replicas: float
+
+    @property
+    def load(self) -> float:
+        """Requests in the system: waiting + running."""
+        return self.waiting_total + self.running_total
+
+    @property
+    def replicas(self) -> float:
+        return max(self.queue_replicas, self.kv_replicas)
+
+    @property
+    def driver(self) -> str:
+        return "queue" if self.queue_replicas >= self.kv_replicas else "kv_cache"
+
+
+def rate_queue_replicas(
+    arrivals_per_second: float,
+    replica_throughput_per_second: float,
+    waiting_per_pod: list[float],
+    target_waiting_per_replica: float,
+    queue_drain_seconds: float,
+) -> float:
+    """Replicas to keep up with arrivals, plus drain help for the pods queued above target.
+
+    Worked example: arrivals 12 req/s, a saturated replica finishes 1.6 req/s, target 3, drain
+    120 s, pods waiting [99, 1000]: 12 / 1.6 = 7.5 to keep up; pod one's excess 96 drains in
+    96 / (1.6 * 120) = 0.5 of a replica, pod two's 997 counts as a full one (at most 1):
+    7.5 + 0.5 + 1 = 9.0 replicas.
+    """
+    mu = replica_throughput_per_second
+    keep_up = max(0.0, arrivals_per_second) / mu
+    drain = sum(
+        min(1.0, max(0.0, w - target_waiting_per_replica) / (mu * queue_drain_seconds)) for w in waiting_per_pod
+    )
+    return keep_up + drain
+
+
+def batch_queue_replicas(waiting: float, running: float, batch_per_replica: float, target_waiting_per_replica: float) -> float:
+    """Replicas so each holds a full batch plus the target queue.
+
+    Worked example: 30 waiting, 16 running, a saturated replica runs 8, target 3:
+    (30 + 16) / (8 + 3) = 46 / 11 = 4.18 replicas.
+    """
+    return (waiting + running) / (batch_per_replica + target_waiting_per_replica)
+
+
+def kv_replicas(kv_usage_total: float, target_kv_cache_usage_ratio: float) -> float:
+    """Replicas needed to bring mean KV-cache usage to its target.
+
+    Worked example: 4 pods at 0.9 KV usage each, target 0.8: 3.6 / 0.8 = 4.5 replicas.
+    """
+    return kv_usage_total / target_kv_cache_usage_ratio
+
+
+def fleet_throughput(
+    healthy: tuple[ReadyPod, ...], ready: int, now: float, stale_after_seconds: float
+) -> float | None:
+    """Requests/s the `ready` pods finish, or None unless every healthy pod reports it.
+
+    Worked example: 3 ready pods, 2 healthy ones finishing 1.5 and 1.7 req/s: (1.5 + 1.7) * 3 / 2
+    = 4.8 req/s. If one of the two had no series: None (the rate model is off this tick).
+    """
+    if not healthy:
+        return None
+    rates = [_rate(p.completed_per_second, now, stale_after_seconds) for p in healthy]
+    if any(r is None for r in rates):
+        return None
+    return sum(r for r in rates if r is not None) * ready / len(healthy)
+
+
+def arrival_rate(
+    load_history: tuple[tuple[float, float], ...],
+    throughput_history: tuple[tuple[float, float], ...],
+) -> float | None:
+    """Arrivals/s over the window: mean throughput plus the net growth of the load.
+
+    Both terms span the same window, so a throughput that jumps when new pods start serving is
+    not set against a load trend that still remembers the backlog growing.
+
+    Worked example: load (0, 100), (15, 130), (30, 160): net growth 60 / 30 = 2 req/s;
+    throughput samples 3.0, 3.2, 3.4: mean 3.2; arrivals 5.2 req/s.
+    """
+    if not throughput_history:
+        return None
+    mean_throughput = sum(v for _, v in throughput_history) / len(throughput_history)
+    growth = 0.0
+    if len(load_history) >= 2 and load_history[-1][0] > load_history[0][0]:
+        (t0, n0), (t1, n1) = load_history[0], load_history[-1]
+        growth = (n1 - n0) / (t1 - t0)
+    return max(0.0, mean_throughput + growth)
+
+
+def compute_demand(
+    healthy: tuple[ReadyPod, ...],
+    ready: int,
+    arrivals_per_second: float | None,
+    now: float,
+    stale_after_seconds: float,
+    *,
+    target_waiting_per_replica: float,
+    target_kv_cache_usage_ratio: float,
+    saturated_waiting_per_replica: float,
+    queue_drain_seconds: float,
+) -> Demand:
+    """Demand over `ready` pods, from the samples of the `healthy` ones (at least one).
+
+    Worked example (batch model): 3 ready pods, 2 healthy with (waiting, running, kv) =
+    (4, 8, 0.9) and (2, 8, 0.7); the third is stale. Scale = 3 / 2 = 1.5: waiting 9, running 24,
+    KV sum 2.4. Both healthy pods queue, batch c = 8: (9 + 24) / (8 + 3) = 3.0; KV 2.4 / 0.8 = 3.0.
+    """
+    if not healthy:
+        raise ValueError("compute_demand needs at least one healthy pod")
+    scale = ready / len(healthy)
+    waiting = sum(_value(p.waiting) for p in healthy) * scale
+    running = sum(_value(p.running) for p in healthy) * scale
+    kv = sum(_value(p.kv_cache_usage) for p in healthy) * scale
+    saturated = [p for p in healthy if _value(p.waiting) >= saturated_waiting_per_replica]
+
+    completed = fleet_throughput(healthy, ready, now, stale_after_seconds)
+    arrivals = arrivals_per_second if completed is not None else None
+    mu: float | None = None
+    model = "none"
+    queue = 0.0
+    if saturated:
+        sat_rates = [_rate(p.completed_per_second, now, stale_after_seconds) for p in saturated]
+        if arrivals is not None and all(r is not None and r > 0 for r in sat_rates):
+            mu = sum(r for r in sat_rates if r is not None) / len(saturated)
+            model = "rate"
+            keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting_per_replica, queue_drain_seconds)
+            with_drain = rate_queue_replicas(
+                arrivals, mu, [_value(p.waiting) for p in healthy], target_waiting_per_replica, queue_drain_seconds
+            )
+            # unhealthy pods are assumed to need drain help like the healthy average; drain help
+            # never exceeds what it takes to keep up (the queue-model demand at most doubles)
+            queue = keep_up + min(keep_up, (with_drain - keep_up) * scale)
+        else:
+            model = "batch"
+            batch = sum(_value(p.running) for p in saturated) / len(saturated)
+            above_target = sum(1 for p in healthy if _value(p.waiting) > target_waiting_per_replica) * scale
+            queue = min(
+                batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target
+            )
+
+    return Demand(
+        waiting_total=waiting,
+        running_total=running,
+        kv_usage_total=kv,
+        saturated_pods=round(len(saturated) * scale),
+        completed_per_second=completed,
+        arrivals_per_second=arrivals,
+        replica_throughput_per_second=mu,
+        queue_model=model,
+        queue_replicas=queue,
+        kv_replicas=kv_replicas(kv, target_kv_cache_usage_ratio),
+    )
+
+
+def _value(sample: MetricSample | None) -> float:
+    # Healthy pods have every sample present; this guards the type, not the data.
+    if sample is None:
+        raise ValueError("healthy pod without a sample")
+    return sample.value
+
+
+def _rate(sample: MetricSample | None, now: float, stale_after_seconds: float) -> float | None:
+    """An optional throughput sample, or None when missing, stale or not finite."""
+    if sample is None or not math.isfinite(sample.value) or sample.value < 0:
+        return None
+    if now - sample.timestamp > stale_after_seconds:
+        return None
+    return sample.value

@@ -1,0 +1,75 @@
+"""Step 4, forecast: the demand when a replica asked for now would start serving.
+
+The load (waiting + running, summed over ready pods) is kept for `forecast_window_seconds`;
+so are the arrivals per second when the rate model is on (see `demand`): while replicas
+queue, the load grows by the backlog, not by demand, so the arrival rate is what is projected
+then. A least-squares line through the history gives the trend; the value at now + lead time
+is the value now plus the rising part of the trend times the lead time, never more than
+`forecast_max_growth_ratio` times the value now, and the demand grows in proportion. The
+forecast only ever raises the demand: a falling trend is left to the slow scale-down windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoscaler.policy.params import PolicyParams
+
+
+@dataclass(frozen=True)
+class Forecast:
+    slope_per_second: float
+    load: float  # projected load at now + lead time
+    replicas: float
+
+
+def update_load_history(
+    history: tuple[tuple[float, float], ...], now: float, load: float, window_seconds: float
+) -> tuple[tuple[float, float], ...]:
+    """Append (now, load) and keep samples with now - t < window (the edge itself drops out).
+
+    Worked example: window 120, now 1120: a sample at t = 1000 is exactly 120 s old and
+    drops; one at 1001 (119 s old) stays.
+    """
+    if window_seconds <= 0:
+        return ()
+    kept = tuple(s for s in history if now - s[0] < window_seconds and s[0] < now)
+    return kept + ((now, load),)
+
+
+def trend(history: tuple[tuple[float, float], ...]) -> float:
+    """Least-squares slope of load over time, per second (0 when time does not vary).
+
+    Worked example: (0, 40), (15, 45), (30, 50): slope = 1/3 per second.
+    """
+    n = len(history)
+    if n < 2:
+        return 0.0
+    mean_t = sum(t for t, _ in history) / n
+    mean_y = sum(y for _, y in history) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in history)
+    if var_t <= 0:
+        return 0.0
+    return sum((t - mean_t) * (y - mean_y) for t, y in history) / var_t
+
+
+def forecast(
+    history: tuple[tuple[float, float], ...],
+    load_now: float,
+    demand_replicas: float,
+    lead_time_seconds: float,
+    params: PolicyParams,
+) -> Forecast:
+    """Demand at now + lead time, in replicas, scaled from the demand now by the growth of
+    `load_now` (the load, or the arrival rate) along its trend.
+
+    Worked example: history (0, 40), (15, 45), (30, 50), demand now 5 replicas, lead 300 s,
+    growth bound 2. Slope 1/3 /s gives 50 + 100 = 150, bounded to 2 * 50 = 100; the forecast
+    is 5 * 100 / 50 = 10 replicas.
+    """
+    if len(history) < params.forecast_min_samples or load_now <= 0:
+        return Forecast(slope_per_second=0.0, load=load_now, replicas=demand_replicas)
+    slope = trend(history)
+    projected = load_now + max(0.0, slope) * lead_time_seconds
+    projected = min(projected, load_now * params.forecast_max_growth_ratio)
+    return Forecast(slope_per_second=slope, load=projected, replicas=demand_replicas * projected / load_now)

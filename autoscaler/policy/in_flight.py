@@ -1,0 +1,76 @@
+"""Step 5, capacity in flight: pods already on their way count toward the target.
+
+Metrics come from ready pods only, so while new pods load, the queue on the ready ones keeps
+growing: that is the very backlog the new pods were asked for. Reading it again every tick
+and asking for more is HPA's cascade (2 -> 4 -> 8 -> 16 while pods load). So, while pods are
+in flight, a higher recommendation waits for them, unless it outgrows the plan (the highest
+recommendation since they were asked for) by `forecast_max_growth_ratio` (the most the
+forecast would ever have planned for).
+
+A pod in flight has an ETA: created + node provisioning + model load when it waits for a node,
+scheduled + model load otherwise. A pod more than one lead time past its ETA is overdue (stuck:
+no node will come, image pull failing...). It no longer counts as capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autoscaler.policy.lead_time import LeadTimeEstimate
+from autoscaler.policy.types import PodInFlight, PodStage
+
+
+@dataclass(frozen=True)
+class InFlight:
+    counted: int  # pods on their way that count as capacity
+    overdue: int
+    by_stage: dict[str, int]
+    latest_eta_seconds: float  # from now; 0 when none
+
+
+def pod_eta(pod: PodInFlight, lead: LeadTimeEstimate) -> tuple[float, float]:
+    """(ETA, expected total startup) of one pod in flight, in Unix seconds and seconds.
+
+    Worked example: load 240 s, node 300 s. An UNSCHEDULABLE pod created at 1000 is due at
+    1000 + 300 + 240 = 1540; a LOADING pod scheduled at 1100 is due at 1100 + 240 = 1340.
+    """
+    st = pod.startup
+    if pod.stage is PodStage.UNSCHEDULABLE or st.scheduled_at is None:
+        total = lead.node_provision_seconds + lead.model_load_seconds
+        return st.created_at + total, total
+    return st.scheduled_at + lead.model_load_seconds, lead.model_load_seconds
+
+
+def assess_in_flight(pods: tuple[PodInFlight, ...], lead: LeadTimeEstimate, now: float) -> InFlight:
+    """Count pods in flight, by stage, and drop the overdue ones.
+
+    Worked example: load 240 s, node 300 s, now 2000. A LOADING pod scheduled at 1700 is due
+    at 1940 (60 s late, still counted); one scheduled at 1500 was due at 1740 and is 260 s
+    late, more than its 240 s expected startup: overdue, not counted.
+    """
+    counted = 0
+    overdue = 0
+    by_stage: dict[str, int] = {}
+    latest = 0.0
+    for pod in pods:
+        by_stage[pod.stage.value] = by_stage.get(pod.stage.value, 0) + 1
+        eta, expected = pod_eta(pod, lead)
+        if now - eta > expected:
+            overdue += 1
+            continue
+        counted += 1
+        latest = max(latest, eta - now)
+    return InFlight(counted=counted, overdue=overdue, by_stage=by_stage, latest_eta_seconds=max(0.0, latest))
+
+
+def wait_for_in_flight(recommendation: int, planned: int, in_flight: InFlight, growth_ratio: float) -> bool:
+    """Should a scale-up wait for the pods already on their way?
+
+    Worked example: a plan of 5 replicas, 3 of them still loading, growth ratio 2. A
+    recommendation of 7 waits (7 < 5 * 2 = 10); one of 10 does not: the load outgrew any
+    plan, act now.
+    """
+    if in_flight.counted == 0 or recommendation <= planned:
+        return False
+    return recommendation < math.ceil(planned * growth_ratio)

@@ -1,0 +1,149 @@
+"""Step 3, lead time: how long until a replica asked for now serves traffic.
+
+lead time = model load time (scheduled -> ready), plus node provisioning time
+(unschedulable -> scheduled) when the free GPUs cannot hold the replicas to add.
+
+Both are learned from pods this controller watched, as a robust high percentile
+(`lead_time_percentile`, linear interpolation) of the newest samples inside
+`lead_time_window_seconds`; until `lead_time_min_samples` exist, the configured default is used.
+The samples live in `LeadTimeState`, which the controller persists in the cluster so they
+survive a restart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.types import LeadTimeState, Observation, PodStage
+
+MAX_REMEMBERED_PODS = 500
+MAX_SAMPLE_SECONDS = 86_400.0  # a "load time" longer than a day is a flapping pod, not a sample
+
+
+@dataclass(frozen=True)
+class LeadTimeEstimate:
+    model_load_seconds: float
+    node_provision_seconds: float
+    model_load_learned: bool
+    node_provision_learned: bool
+
+    def total(self, node_needed: bool) -> float:
+        return self.model_load_seconds + (self.node_provision_seconds if node_needed else 0.0)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), q in [0, 1].
+
+    Worked example: [100, 120, 130, 140, 400] at q = 0.9: position 0.9 * 4 = 3.6, so
+    140 + 0.6 * (400 - 140) = 296.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (pos - lo) * (ordered[hi] - ordered[lo])
+
+
+def _prune(
+    samples: tuple[tuple[float, float], ...], now: float, params: PolicyParams
+) -> tuple[tuple[float, float], ...]:
+    kept = [s for s in samples if now - s[0] < params.lead_time_window_seconds]
+    return tuple(kept[-params.lead_time_max_samples :])
+
+
+def _remember(names: tuple[str, ...], new: list[str]) -> tuple[str, ...]:
+    return (names + tuple(new))[-MAX_REMEMBERED_PODS:]
+
+
+def learn_lead_times(state: LeadTimeState, obs: Observation, now: float, params: PolicyParams) -> LeadTimeState:
+    """Add samples from pods seen this tick; forget old ones.
+
+    Worked example: a ready pod `p1` with scheduled_at = 1000 and ready_at = 1240, not seen
+    before, adds a model-load sample (now, 240). A pod `p2` seen UNSCHEDULABLE on an earlier
+    tick, created at 500 and now scheduled at 800, adds a node-provisioning sample (now, 300).
+    Each pod counts once.
+    """
+    recorded = set(state.recorded_pods)
+    recorded_node = set(state.recorded_node_pods)
+    seen_unschedulable = set(state.seen_unschedulable)
+    load_samples = list(state.model_load_samples)
+    node_samples = list(state.node_provision_samples)
+    new_recorded: list[str] = []
+    new_recorded_node: list[str] = []
+    new_unschedulable: list[str] = []
+
+    for pod in obs.pods_in_flight:
+        if pod.stage is PodStage.UNSCHEDULABLE and pod.name not in seen_unschedulable:
+            seen_unschedulable.add(pod.name)
+            new_unschedulable.append(pod.name)
+
+    startups = [(p.name, p.startup) for p in obs.pods_in_flight] + [
+        (p.name, p.startup) for p in obs.ready_pods if p.startup is not None
+    ]
+    for name, startup in startups:
+        if startup is None or startup.scheduled_at is None:
+            continue
+        if name in seen_unschedulable and name not in recorded_node:
+            wait = startup.scheduled_at - startup.created_at
+            if 0.0 <= wait <= MAX_SAMPLE_SECONDS:
+                node_samples.append((now, wait))
+            recorded_node.add(name)
+            new_recorded_node.append(name)
+
+    for ready in obs.ready_pods:
+        st = ready.startup
+        if st is None or st.scheduled_at is None or st.ready_at is None or ready.name in recorded:
+            continue
+        load = st.ready_at - st.scheduled_at
+        if 0.0 <= load <= MAX_SAMPLE_SECONDS and now - st.ready_at < params.lead_time_window_seconds:
+            load_samples.append((now, load))
+        recorded.add(ready.name)
+        new_recorded.append(ready.name)
+
+    return replace(
+        state,
+        model_load_samples=_prune(tuple(load_samples), now, params),
+        node_provision_samples=_prune(tuple(node_samples), now, params),
+        recorded_pods=_remember(state.recorded_pods, new_recorded),
+        recorded_node_pods=_remember(state.recorded_node_pods, new_recorded_node),
+        seen_unschedulable=_remember(state.seen_unschedulable, new_unschedulable),
+    )
+
+
+def estimate_lead_time(state: LeadTimeState, params: PolicyParams) -> LeadTimeEstimate:
+    """Learned percentile once there are enough samples, else the configured defaults.
+
+    Worked example: defaults 300 s / 300 s, min 3 samples, p90. Load samples 100, 120, 130,
+    140, 400 give 296 s (learned); one node sample is too few, so node provisioning stays 300 s.
+    """
+    loads = [s for _, s in state.model_load_samples]
+    nodes = [s for _, s in state.node_provision_samples]
+    load_learned = len(loads) >= params.lead_time_min_samples
+    node_learned = len(nodes) >= params.lead_time_min_samples
+    return LeadTimeEstimate(
+        model_load_seconds=percentile(loads, params.lead_time_percentile)
+        if load_learned
+        else params.model_load_seconds_default,
+        node_provision_seconds=percentile(nodes, params.lead_time_percentile)
+        if node_learned
+        else params.node_provision_seconds_default,
+        model_load_learned=load_learned,
+        node_provision_learned=node_learned,
+    )
+
+
+def node_needed(free_gpus: int | None, replicas_to_add: int, gpus_per_replica: int) -> bool:
+    """Does adding `replicas_to_add` replicas wait for a new node?
+
+    Worked example: 3 free GPUs, 2 replicas of 2 GPUs each need 4 > 3: yes. Unknown free GPUs
+    (None) count as yes: a longer lead time asks for capacity earlier, the safe side.
+    """
+    if replicas_to_add <= 0:
+        return False
+    if free_gpus is None:
+        return True
+    return free_gpus < replicas_to_add * gpus_per_replica

@@ -1,0 +1,237 @@
+"""Value types of the decision core: what it observes, what it remembers, what it decides.
+
+All times are Unix seconds (float) taken from the caller's clock; the core never reads a clock.
+Everything here is immutable so that `decide()` stays a pure function.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class SampleHealth(StrEnum):
+    """Health of one metric sample of one ready pod."""
+
+    FRESH = "fresh"
+    STALE = "stale"  # older than stale_after_seconds
+    ABSENT = "absent"  # no series for this pod
+    NAN = "nan"  # NaN, +/-Inf or negative
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One gauge sample as Prometheus returned it: value and the sample's own timestamp."""
+
+    value: float
+    timestamp: float
+
+    def health(self, now: float, stale_after_seconds: float) -> SampleHealth:
+        if not math.isfinite(self.value) or self.value < 0:
+            return SampleHealth.NAN
+        if now - self.timestamp > stale_after_seconds:
+            return SampleHealth.STALE
+        return SampleHealth.FRESH
+
+
+@dataclass(frozen=True)
+class PodStartup:
+    """Lifecycle timestamps of a pod, read from its status (creation, PodScheduled, Ready)."""
+
+    created_at: float
+    scheduled_at: float | None = None
+    ready_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ReadyPod:
+    """A ready pod of the target and its three samples (None = no series for this pod)."""
+
+    name: str
+    waiting: MetricSample | None
+    running: MetricSample | None
+    kv_cache_usage: MetricSample | None
+    startup: PodStartup | None = None
+    # rate(vllm:request_success_total[1m]): requests this pod finishes per second. Optional:
+    # without it the queue demand falls back to the batch model (see policy/demand.py).
+    completed_per_second: MetricSample | None = None
+
+
+class PodStage(StrEnum):
+    """Where a pod that is on its way, but not yet serving, is."""
+
+    UNSCHEDULABLE = "unschedulable"  # waiting for a GPU node
+    SCHEDULED = "scheduled"  # bound to a node: pulling the image, creating the container
+    LOADING = "loading"  # container running, model loading, not ready yet
+
+
+@dataclass(frozen=True)
+class PodInFlight:
+    """A pod of the target that exists but does not serve yet."""
+
+    name: str
+    stage: PodStage
+    startup: PodStartup
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything `decide()` knows about one target Deployment at one tick."""
+
+    spec_replicas: int
+    ready_pods: tuple[ReadyPod, ...] = ()
+    pods_in_flight: tuple[PodInFlight, ...] = ()
+    free_gpus: int | None = None  # free GPUs on nodes the pods can land on; None = unknown
+    rollout_in_progress: bool = False
+
+
+class Reason(StrEnum):
+    """Why the decision is what it is. Logged, exported as a metric label, printed by the CLI."""
+
+    SCALE_UP_QUEUE = "scale_up_queue"
+    SCALE_UP_KV_CACHE = "scale_up_kv_cache"
+    SCALE_UP_FORECAST = "scale_up_forecast"
+    SCALE_UP_MIN_REPLICAS = "scale_up_min_replicas"
+    SCALE_DOWN = "scale_down"
+    SCALE_DOWN_MAX_REPLICAS = "scale_down_max_replicas"
+    HOLD_STEADY = "hold_steady"
+    HOLD_WITHIN_TOLERANCE = "hold_within_tolerance"
+    HOLD_METRICS_UNHEALTHY = "hold_metrics_unhealthy"
+    HOLD_NO_READY_PODS = "hold_no_ready_pods"
+    HOLD_CAPACITY_IN_FLIGHT = "hold_capacity_in_flight"
+    HOLD_SCALE_DOWN_WINDOW = "hold_scale_down_window"
+    HOLD_SCALE_DOWN_RATE = "hold_scale_down_rate"
+    HOLD_ROLLOUT = "hold_rollout"
+
+
+class Clamp(StrEnum):
+    """The limit that bound the decision, if any."""
+
+    MIN_REPLICAS = "min_replicas"
+    MAX_REPLICAS = "max_replicas"
+    GPU_BUDGET = "gpu_budget"
+    SCALE_UP_RATE = "scale_up_rate"
+    SCALE_UP_WINDOW = "scale_up_window"
+    SCALE_DOWN_WINDOW = "scale_down_window"
+    SCALE_DOWN_RATE = "scale_down_rate"
+    ROLLOUT = "rollout"
+    UNHEALTHY_METRICS = "unhealthy_metrics"
+
+
+@dataclass(frozen=True)
+class DecisionValues:
+    """The intermediate values of one decision, for logs, metrics and the CLI."""
+
+    ready_replicas: int = 0
+    healthy_pods: int = 0
+    unhealthy_pods: dict[str, str] = field(default_factory=dict)  # pod -> SampleHealth of its worst sample
+    waiting_total: float = 0.0
+    running_total: float = 0.0
+    kv_cache_usage_mean: float = 0.0
+    saturated_pods: int = 0  # ready pods with a queue
+    completed_per_second: float | None = None  # fleet throughput, when every healthy pod reports it
+    arrivals_per_second: float | None = None  # throughput + d(load)/dt
+    replica_throughput_per_second: float | None = None  # a saturated replica's throughput
+    queue_model: str = "none"  # "rate", "batch" or "none" (no queue)
+    queue_replicas: float = 0.0
+    kv_replicas: float = 0.0
+    demand_replicas: float = 0.0
+    load_now: float = 0.0
+    load_slope_per_second: float = 0.0
+    forecast_load: float = 0.0
+    forecast_replicas: float = 0.0
+    model_load_seconds: float = 0.0
+    node_provision_seconds: float = 0.0
+    lead_time_seconds: float = 0.0
+    lead_time_learned: bool = False
+    pods_in_flight: int = 0
+    pods_in_flight_by_stage: dict[str, int] = field(default_factory=dict)
+    in_flight_eta_seconds: float = 0.0  # latest ETA among pods in flight, from now
+    planned_replicas: int | None = None
+    recommendation: int = 0  # before stabilisation and limits
+    stabilized: int = 0  # after the windows, before rate limits and bounds
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of `decide()` for one target."""
+
+    desired_replicas: int
+    current_replicas: int
+    reason: Reason
+    clamp: Clamp | None = None
+    values: DecisionValues = field(default_factory=DecisionValues)
+
+    @property
+    def direction(self) -> str:
+        if self.desired_replicas > self.current_replicas:
+            return "up"
+        if self.desired_replicas < self.current_replicas:
+            return "down"
+        return "hold"
+
+
+@dataclass(frozen=True)
+class LeadTimeState:
+    """Learned lead-time samples; serialisable so they survive a controller restart."""
+
+    model_load_samples: tuple[tuple[float, float], ...] = ()  # (observed_at, seconds)
+    node_provision_samples: tuple[tuple[float, float], ...] = ()
+    recorded_pods: tuple[str, ...] = ()  # pods whose load time was taken (bounded, newest last)
+    recorded_node_pods: tuple[str, ...] = ()
+    seen_unschedulable: tuple[str, ...] = ()  # pods seen waiting for a node (bounded)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "model_load_samples": [list(s) for s in self.model_load_samples],
+            "node_provision_samples": [list(s) for s in self.node_provision_samples],
+            "recorded_pods": list(self.recorded_pods),
+            "recorded_node_pods": list(self.recorded_node_pods),
+            "seen_unschedulable": list(self.seen_unschedulable),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LeadTimeState:
+        """Inverse of `to_dict`; raises ValueError on anything malformed."""
+        if not isinstance(data, dict) or data.get("version") != 1:
+            raise ValueError("lead-time state: expected a mapping with version 1")
+
+        def samples(key: str) -> tuple[tuple[float, float], ...]:
+            out = []
+            for item in data.get(key, []):
+                t, s = float(item[0]), float(item[1])
+                if not (math.isfinite(t) and math.isfinite(s)) or s < 0:
+                    raise ValueError(f"lead-time state: bad sample {item!r} in {key}")
+                out.append((t, s))
+            return tuple(out)
+
+        def names(key: str) -> tuple[str, ...]:
+            return tuple(str(n) for n in data.get(key, []))
+
+        return cls(
+            model_load_samples=samples("model_load_samples"),
+            node_provision_samples=samples("node_provision_samples"),
+            recorded_pods=names("recorded_pods"),
+            recorded_node_pods=names("recorded_node_pods"),
+            seen_unschedulable=names("seen_unschedulable"),
+        )
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What `decide()` remembers between ticks for one target. Start with `PolicyState()`."""
+
+    recommendations: tuple[tuple[float, int], ...] = ()  # (t, recommendation) for the windows
+    scale_up_events: tuple[tuple[float, int], ...] = ()  # (t, pods added)
+    scale_down_events: tuple[tuple[float, int], ...] = ()  # (t, pods removed)
+    load_history: tuple[tuple[float, float], ...] = ()  # (t, waiting+running): trend and arrivals
+    throughput_history: tuple[tuple[float, float], ...] = ()  # (t, fleet requests finished per second)
+    arrival_history: tuple[tuple[float, float], ...] = ()  # (t, arrivals per second) for the forecast
+    planned_replicas: int | None = None  # highest recommendation while pods are in flight
+    lead: LeadTimeState = field(default_factory=LeadTimeState)

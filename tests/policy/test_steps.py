@@ -1,0 +1,438 @@
+"""Table tests for each policy step. Each docstring's worked example is a row here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autoscaler.policy import Clamp, LeadTimeState, MetricSample, PodStage, PodStartup, PolicyParams, SampleHealth
+from autoscaler.policy.demand import (
+    arrival_rate,
+    batch_queue_replicas,
+    compute_demand,
+    fleet_throughput,
+    kv_replicas,
+    rate_queue_replicas,
+)
+from autoscaler.policy.forecast import forecast, trend, update_load_history
+from autoscaler.policy.health import assess_health, pod_health, sample_health
+from autoscaler.policy.in_flight import assess_in_flight, pod_eta, wait_for_in_flight
+from autoscaler.policy.lead_time import (
+    LeadTimeEstimate,
+    estimate_lead_time,
+    learn_lead_times,
+    node_needed,
+    percentile,
+)
+from autoscaler.policy.limits import apply_limits, bounds, record_event, scale_down_limit, scale_up_limit
+from autoscaler.policy.stabilize import stabilize
+
+from .builders import flying, obs, pod
+
+P = PolicyParams()
+
+
+# --- step 1: metric health -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    [
+        (MetricSample(1.0, 940.0), SampleHealth.FRESH),  # docstring: 60 s old, at the edge: fresh
+        (MetricSample(1.0, 939.0), SampleHealth.STALE),  # docstring: 61 s old: stale
+        (MetricSample(float("nan"), 1000.0), SampleHealth.NAN),  # NaN whatever its age
+        (MetricSample(float("inf"), 1000.0), SampleHealth.NAN),
+        (MetricSample(-1.0, 1000.0), SampleHealth.NAN),  # a negative gauge is garbage, not zero
+        (None, SampleHealth.ABSENT),
+        (MetricSample(0.0, 1000.0), SampleHealth.FRESH),  # a real zero is fresh
+    ],
+)
+def test_sample_health(sample: MetricSample | None, expected: SampleHealth) -> None:
+    assert sample_health(sample, now=1000.0, stale_after_seconds=60.0) is expected
+
+
+@pytest.mark.parametrize(
+    ("waiting", "running", "kv", "expected"),
+    [
+        (1.0, 1.0, 0.5, SampleHealth.FRESH),
+        (None, 1.0, float("nan"), SampleHealth.NAN),  # NaN is worse than absent
+        (None, 1.0, 0.5, SampleHealth.ABSENT),
+        (1.0, 1.0, None, SampleHealth.ABSENT),
+    ],
+)
+def test_pod_health_worst_sample(
+    waiting: float | None, running: float | None, kv: float | None, expected: SampleHealth
+) -> None:
+    assert pod_health(pod("a", waiting, running, kv, at=1000.0), 1000.0, 60.0) is expected
+
+
+def test_assess_health_splits_pods() -> None:
+    report = assess_health((pod("a", 1, 1, 0.5, 1000.0), pod("b", 1, 1, 0.5, 900.0)), 1000.0, 60.0)
+    assert [p.name for p in report.healthy] == ["a"]
+    assert report.unhealthy == {"b": SampleHealth.STALE}
+    assert not report.all_healthy
+
+
+# --- step 2: demand ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("waiting", "running", "batch", "target", "expected"),
+    [
+        (30, 16, 8, 3, 46 / 11),  # docstring: (30 + 16) / (8 + 3) = 4.18
+        (6, 16, 8, 3, 2.0),  # exactly at target: 3 waiting each -> 2 replicas
+        (10, 4, 2, 3, 14 / 5),  # KV-bound small batches: 14 / 5 = 2.8
+    ],
+)
+def test_batch_queue_replicas(waiting: float, running: float, batch: float, target: float, expected: float) -> None:
+    assert batch_queue_replicas(waiting, running, batch, target) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "mu", "waiting", "expected"),
+    [
+        (12.0, 1.6, [99, 1000], 9.0),  # docstring: 7.5 + 0.5 + 1 (capped)
+        (12.0, 1.6, [3, 3], 7.5),  # at target: keep up only
+        (0.0, 1.6, [0], 0.0),
+        (3.2, 1.6, [3 + 1.6 * 120], 3.0),  # excess drains in exactly 120 s: one full replica
+    ],
+)
+def test_rate_queue_replicas(arrivals: float, mu: float, waiting: list[float], expected: float) -> None:
+    assert rate_queue_replicas(arrivals, mu, waiting, 3.0, 120.0) == pytest.approx(expected)
+
+
+def test_fleet_throughput() -> None:
+    # docstring: (1.5 + 1.7) * 3 / 2 = 4.8; a missing series turns the rate model off
+    a = pod("a", 0, 0, 0, 1000.0, done=1.5)
+    b = pod("b", 0, 0, 0, 1000.0, done=1.7)
+    silent = pod("c", 0, 0, 0, 1000.0)
+    assert fleet_throughput((a, b), 3, 1000.0, 60.0) == pytest.approx(4.8)
+    assert fleet_throughput((a, silent), 3, 1000.0, 60.0) is None
+    assert fleet_throughput((pod("d", 0, 0, 0, 900.0, done=1.5),), 1, 1000.0, 60.0) is None  # stale
+
+
+def test_arrival_rate() -> None:
+    # docstring: growth 60 / 30 = 2, mean throughput 3.2 -> 5.2
+    load = ((0.0, 100.0), (15.0, 130.0), (30.0, 160.0))
+    thr = ((0.0, 3.0), (15.0, 3.2), (30.0, 3.4))
+    assert arrival_rate(load, thr) == pytest.approx(5.2)
+    assert arrival_rate(load, ()) is None
+    assert arrival_rate(((0.0, 100.0),), ((0.0, 2.0),)) == pytest.approx(2.0)  # one sample: no growth term
+    assert arrival_rate(((0.0, 500.0), (30.0, 100.0)), ((30.0, 1.0),)) == 0.0  # never negative
+
+
+@pytest.mark.parametrize(
+    ("kv_total", "target", "expected"),
+    [(3.6, 0.8, 4.5), (0.0, 0.8, 0.0), (1.6, 0.8, 2.0)],  # docstring: 4 x 0.9 / 0.8 = 4.5
+)
+def test_kv_replicas(kv_total: float, target: float, expected: float) -> None:
+    assert kv_replicas(kv_total, target) == pytest.approx(expected)
+
+
+DEMAND_KW = dict(
+    target_waiting_per_replica=3.0,
+    target_kv_cache_usage_ratio=0.8,
+    saturated_waiting_per_replica=1.0,
+    queue_drain_seconds=120.0,
+)
+
+
+def test_compute_demand_extrapolates_unhealthy_pods() -> None:
+    # docstring: 2 of 3 ready pods healthy; scale 1.5; batch model (no throughput series)
+    healthy = (pod("a", 4, 8, 0.9, 0.0), pod("b", 2, 8, 0.7, 0.0))
+    d = compute_demand(healthy, 3, None, 0.0, 60.0, **DEMAND_KW)  # type: ignore[arg-type]
+    assert d.queue_model == "batch"
+    assert d.waiting_total == pytest.approx(9.0)
+    assert d.running_total == pytest.approx(24.0)
+    assert d.kv_usage_total == pytest.approx(2.4)
+    assert d.queue_replicas == pytest.approx(3.0)  # (9 + 24) / (8 + 3)
+    assert d.kv_replicas == pytest.approx(3.0)  # 2.4 / 0.8
+
+
+def test_compute_demand_needs_a_healthy_pod() -> None:
+    with pytest.raises(ValueError, match="at least one healthy"):
+        compute_demand((), 2, None, 0.0, 60.0, **DEMAND_KW)  # type: ignore[arg-type]
+
+
+def test_compute_demand_no_queue_asks_nothing() -> None:
+    # nobody waits: the queue asks for 0 replicas, whatever the model; KV decides
+    d = compute_demand((pod("a", 0, 30, 0.5, 0.0),), 1, 5.0, 0.0, 60.0, **DEMAND_KW)  # type: ignore[arg-type]
+    assert (d.queue_model, d.queue_replicas, d.kv_replicas) == ("none", 0.0, 0.625)
+
+
+def test_compute_demand_batch_model_at_most_doubles() -> None:
+    # 2 pods, 500 waiting each, batch 32: (1000 + 64) / 35 = 30.4, but at most 2 + 2 = 4
+    d = compute_demand((pod("a", 500, 32, 1.0, 0.0), pod("b", 500, 32, 1.0, 0.0)), 2, None, 0.0, 60.0,
+                       **DEMAND_KW)  # type: ignore[arg-type]
+    assert d.queue_replicas == pytest.approx(4.0)
+
+
+# --- step 3: lead time -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([100, 120, 130, 140, 400], 0.9, 296.0),  # docstring
+        ([50], 0.9, 50.0),
+        ([10, 20], 0.5, 15.0),
+        ([10, 20, 30], 1.0, 30.0),
+    ],
+)
+def test_percentile(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_learn_lead_times_docstring_example() -> None:
+    # tick 1: p2 is waiting for a node
+    s1 = learn_lead_times(
+        LeadTimeState(), obs(2, (), pods_in_flight=(flying("p2", PodStage.UNSCHEDULABLE, 500.0),)), 600.0, P
+    )
+    assert s1.seen_unschedulable == ("p2",)
+    assert s1.node_provision_samples == ()
+    # tick 2: p2 was scheduled at 800; p1 became ready after 240 s of loading
+    p1 = pod("p1", 0, 0, 0, 1300.0, startup=PodStartup(created_at=990.0, scheduled_at=1000.0, ready_at=1240.0))
+    o2 = obs(2, (p1,), pods_in_flight=(flying("p2", PodStage.LOADING, 500.0, 800.0),))
+    s2 = learn_lead_times(s1, o2, 1300.0, P)
+    assert s2.model_load_samples == ((1300.0, 240.0),)
+    assert s2.node_provision_samples == ((1300.0, 300.0),)
+    # tick 3: the same pods add nothing
+    assert learn_lead_times(s2, o2, 1315.0, P).model_load_samples == s2.model_load_samples
+
+
+@pytest.mark.parametrize(
+    ("sample_age", "kept"),
+    [(604_799.0, True), (604_800.0, False)],  # window 7 days: the edge drops out
+)
+def test_lead_time_samples_expire_at_window_edge(sample_age: float, kept: bool) -> None:
+    now = 1_000_000.0
+    state = LeadTimeState(model_load_samples=((now - sample_age, 100.0),))
+    after = learn_lead_times(state, obs(1, ()), now, P)
+    assert (len(after.model_load_samples) == 1) is kept
+
+
+def test_lead_time_samples_keep_only_newest() -> None:
+    params = PolicyParams(lead_time_max_samples=2)
+    state = LeadTimeState(model_load_samples=((1.0, 10.0), (2.0, 20.0), (3.0, 30.0)))
+    assert learn_lead_times(state, obs(1, ()), 10.0, params).model_load_samples == ((2.0, 20.0), (3.0, 30.0))
+
+
+@pytest.mark.parametrize(
+    ("load_samples", "node_samples", "expected"),
+    [
+        # docstring: 5 load samples -> 296 learned; 1 node sample is too few -> default 300
+        ([100, 120, 130, 140, 400], [200], LeadTimeEstimate(296.0, 300.0, True, False)),
+        ([100, 120], [], LeadTimeEstimate(300.0, 300.0, False, False)),  # 2 < 3 samples
+        ([100, 100, 100], [60, 60, 60], LeadTimeEstimate(100.0, 60.0, True, True)),  # exactly 3
+    ],
+)
+def test_estimate_lead_time(load_samples: list[float], node_samples: list[float], expected: LeadTimeEstimate) -> None:
+    state = LeadTimeState(
+        model_load_samples=tuple((float(i), s) for i, s in enumerate(load_samples)),
+        node_provision_samples=tuple((float(i), s) for i, s in enumerate(node_samples)),
+    )
+    got = estimate_lead_time(state, P)
+    assert got.model_load_seconds == pytest.approx(expected.model_load_seconds)
+    assert got.node_provision_seconds == pytest.approx(expected.node_provision_seconds)
+    assert (got.model_load_learned, got.node_provision_learned) == (
+        expected.model_load_learned,
+        expected.node_provision_learned,
+    )
+
+
+@pytest.mark.parametrize(
+    ("free", "add", "gpus", "expected"),
+    [
+        (3, 2, 2, True),  # docstring: 4 GPUs needed, 3 free
+        (4, 2, 2, False),  # exactly enough
+        (None, 1, 1, True),  # unknown: assume a node is needed
+        (0, 0, 1, False),  # nothing to add
+    ],
+)
+def test_node_needed(free: int | None, add: int, gpus: int, expected: bool) -> None:
+    assert node_needed(free, add, gpus) is expected
+
+
+def test_lead_time_state_round_trips() -> None:
+    state = LeadTimeState(
+        model_load_samples=((1.0, 240.0),),
+        node_provision_samples=((2.0, 300.0),),
+        recorded_pods=("a",),
+        recorded_node_pods=("b",),
+        seen_unschedulable=("b",),
+    )
+    assert LeadTimeState.from_dict(state.to_dict()) == state
+    with pytest.raises(ValueError):
+        LeadTimeState.from_dict({"version": 2})
+    with pytest.raises(ValueError):
+        LeadTimeState.from_dict({"version": 1, "model_load_samples": [[1.0, float("nan")]]})
+
+
+# --- step 4: forecast ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("history", "now", "expected_times"),
+    [
+        (((1000.0, 1.0),), 1120.0, [1120.0]),  # docstring: exactly 120 s old drops
+        (((1001.0, 1.0),), 1120.0, [1001.0, 1120.0]),  # 119 s old stays
+    ],
+)
+def test_update_load_history_window(
+    history: tuple[tuple[float, float], ...], now: float, expected_times: list[float]
+) -> None:
+    assert [t for t, _ in update_load_history(history, now, 5.0, 120.0)] == expected_times
+
+
+def test_update_load_history_disabled() -> None:
+    assert update_load_history(((1.0, 1.0),), 2.0, 3.0, 0.0) == ()
+
+
+def test_trend() -> None:
+    assert trend(((0.0, 40.0), (15.0, 45.0), (30.0, 50.0))) == pytest.approx(1 / 3)  # docstring
+    assert trend(((0.0, 40.0),)) == 0.0
+    assert trend(((5.0, 40.0), (5.0, 50.0))) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("history", "load", "demand", "lead", "expected_load", "expected_replicas"),
+    [
+        # docstring: slope 1/3, 50 + 100 = 150, bounded to 100 -> 5 * 2 = 10
+        (((0.0, 40.0), (15.0, 45.0), (30.0, 50.0)), 50.0, 5.0, 300.0, 100.0, 10.0),
+        # unbounded: 60 s lead -> 50 + 20 = 70 -> 5 * 1.4 = 7
+        (((0.0, 40.0), (15.0, 45.0), (30.0, 50.0)), 50.0, 5.0, 60.0, 70.0, 7.0),
+        # falling trend never lowers the demand
+        (((0.0, 60.0), (15.0, 55.0), (30.0, 50.0)), 50.0, 5.0, 300.0, 50.0, 5.0),
+        # too few samples: no forecast
+        (((15.0, 45.0), (30.0, 50.0)), 50.0, 5.0, 300.0, 50.0, 5.0),
+    ],
+)
+def test_forecast(
+    history: tuple[tuple[float, float], ...],
+    load: float,
+    demand: float,
+    lead: float,
+    expected_load: float,
+    expected_replicas: float,
+) -> None:
+    fc = forecast(history, load, demand, lead, PolicyParams(forecast_max_growth_ratio=2.0))
+    assert fc.load == pytest.approx(expected_load)
+    assert fc.replicas == pytest.approx(expected_replicas)
+
+
+# --- step 5: capacity in flight -----------------------------------------------------------------
+LEAD = LeadTimeEstimate(model_load_seconds=240.0, node_provision_seconds=300.0, model_load_learned=True,
+                        node_provision_learned=True)
+
+
+def test_pod_eta_docstring_example() -> None:
+    assert pod_eta(flying("a", PodStage.UNSCHEDULABLE, 1000.0), LEAD) == (1540.0, 540.0)
+    assert pod_eta(flying("b", PodStage.LOADING, 1050.0, 1100.0), LEAD) == (1340.0, 240.0)
+
+
+@pytest.mark.parametrize(
+    ("scheduled", "counted", "overdue"),
+    [
+        (1700.0, 1, 0),  # docstring: due 1940, 60 s late: counted
+        (1520.0, 1, 0),  # due 1760, exactly 240 s late: still counted
+        (1519.0, 0, 1),  # 241 s late: overdue
+        (1500.0, 0, 1),  # docstring: 260 s late: overdue
+    ],
+)
+def test_assess_in_flight_overdue_edge(scheduled: float, counted: int, overdue: int) -> None:
+    got = assess_in_flight((flying("a", PodStage.LOADING, scheduled - 10, scheduled),), LEAD, 2000.0)
+    assert (got.counted, got.overdue) == (counted, overdue)
+    assert got.by_stage == {"loading": 1}
+
+
+@pytest.mark.parametrize(
+    ("rec", "current", "in_flight", "wait"),
+    [
+        (7, 5, 3, True),  # docstring: 7 < 10 waits
+        (10, 5, 3, False),  # docstring: 10 >= 5 * 2 acts now
+        (7, 5, 0, False),  # nothing in flight
+        (4, 5, 3, False),  # not a scale-up
+    ],
+)
+def test_wait_for_in_flight(rec: int, current: int, in_flight: int, wait: bool) -> None:
+    flight = assess_in_flight(
+        tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(in_flight)), LEAD, 2000.0
+    )
+    assert wait_for_in_flight(rec, current, flight, growth_ratio=2.0) is wait
+
+
+# --- step 6: stabilisation ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (1000.0, 4),  # docstring: the 6 at t=400 is exactly 600 s old: out; highest inside is 4
+        (999.0, 6),  # docstring: 599 s old: inside, stay at 6
+        (1301.0, 3),  # both out of the window (the 4 is 601 s old): down to 3
+    ],
+)
+def test_scale_down_window(now: float, expected: int) -> None:
+    history = ((400.0, 6), (700.0, 4))
+    assert stabilize(history, 3, 6, now, P).replicas == expected
+
+
+def test_scale_up_is_immediate_by_default() -> None:
+    assert stabilize(((990.0, 2),), 8, 2, 1000.0, P).replicas == 8
+
+
+@pytest.mark.parametrize(("now", "expected"), [(1060.0, 8), (1059.0, 5)])
+def test_scale_up_window_when_configured(now: float, expected: int) -> None:
+    params = PolicyParams(scale_up_window_seconds=60)
+    assert stabilize(((1000.0, 5),), 8, 2, now, params).replicas == expected
+
+
+def test_stabilize_records_and_prunes() -> None:
+    # window 600 s: the 5 (1000 s old) and the 4 at 500 (exactly 600 s old) drop out
+    got = stabilize(((100.0, 5), (500.0, 4), (501.0, 4)), 3, 4, 1100.0, P)
+    assert got.recommendations == ((501.0, 4), (1100.0, 3))
+
+
+# --- step 7: rate limits and bounds ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (1010.0, 6),  # docstring: 4 added 10 s ago: period began at 2 -> max(4, 6) = 6
+        (1014.0, 6),  # 14 s: still inside
+        (1015.0, 12),  # docstring: exactly 15 s: out -> max(12, 10) = 12
+    ],
+)
+def test_scale_up_limit(now: float, expected: int) -> None:
+    assert scale_up_limit(6, ((1000.0, 4),), (), now, P) == expected
+
+
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (1119.0, 5),  # docstring: removed 119 s ago: period began at 6 -> 5
+        (1120.0, 4),  # docstring: at 120 s the removal leaves the period -> 4
+    ],
+)
+def test_scale_down_limit(now: float, expected: int) -> None:
+    assert scale_down_limit(5, (), ((1000.0, 1),), now, P) == expected
+
+
+def test_bounds_gpu_budget() -> None:
+    params = PolicyParams(max_replicas=10, max_gpus=12, gpus_per_replica=2)
+    assert bounds(params) == (1, 6, Clamp.GPU_BUDGET)  # docstring: 12 // 2 = 6 < 10
+    assert bounds(P) == (1, 10, Clamp.MAX_REPLICAS)
+
+
+@pytest.mark.parametrize(
+    ("desired", "current", "params", "expected", "clamp"),
+    [
+        (20, 2, P, 6, Clamp.SCALE_UP_RATE),  # docstring: max(2 * 2, 2 + 4) = 6
+        (0, 1, P, 1, Clamp.MIN_REPLICAS),  # docstring
+        (3, 2, P, 3, None),
+        (1, 5, P, 4, Clamp.SCALE_DOWN_RATE),  # 1 pod per period
+        (40, 30, PolicyParams(max_replicas=32), 32, Clamp.MAX_REPLICAS),
+        (1, 12, PolicyParams(max_replicas=8), 8, Clamp.MAX_REPLICAS),  # bounds beat the down rate
+        (8, 6, PolicyParams(max_gpus=6), 6, Clamp.GPU_BUDGET),
+        (2, 0, P, 2, None),  # from zero: +4 allowed
+    ],
+)
+def test_apply_limits(desired: int, current: int, params: PolicyParams, expected: int, clamp: Clamp | None) -> None:
+    got = apply_limits(desired, current, (), (), 1000.0, params)
+    assert (got.replicas, got.clamp) == (expected, clamp)
+
+
+def test_record_event_prunes_by_period() -> None:
+    ups, downs = record_event(((900.0, 2), (990.0, 1)), ((800.0, 1),), 4, 6, 1000.0, P)
+    assert ups == ((990.0, 1), (1000.0, 2))
+    assert downs == ()  # 200 s old, period 120 s: dropped
