@@ -1,0 +1,152 @@
+"""`autoscaler check-config FILE`: validate a config document and show each target's effective policy.
+
+Exit status: 0 valid (warnings, if any, go to stderr); 2 invalid or unreadable, with one line per
+problem on stderr (`key = value, must be ...`) and nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from autoscaler.config import AutoscalerConfig, ConfigError, TargetConfig, load_config_file, load_config_text
+from autoscaler.policy.params import PolicyParams
+
+EXIT_INVALID = 2
+
+_DEFAULTS_CHANGED = "cyan"
+_TARGET_CHANGED = "bold yellow"
+
+
+@click.command("check-config")
+@click.argument("file", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the effective policies as JSON instead of tables.")
+@click.pass_context
+def check_config(ctx: click.Context, file: str, as_json: bool) -> None:
+    """Validate the config FILE (`-` = stdin) and print every target's effective policy.
+
+    Exits 0 when the file is valid and 2 otherwise, printing one line per problem to stderr,
+    in the form `key = value, must be ...`.
+    """
+    try:
+        if file == "-":
+            config = load_config_text(sys.stdin.read(), source="<stdin>")
+        else:
+            config = load_config_file(file)
+    except ConfigError as exc:
+        for line in exc.problems:
+            click.echo(line, err=True)
+        ctx.exit(EXIT_INVALID)
+    for note in config.warnings():
+        click.echo(f"warning: {note}", err=True)
+    if as_json:
+        click.echo(json.dumps(effective_policies_json(config), indent=2))
+    else:
+        render(config, Console(highlight=False), source="<stdin>" if file == "-" else file)
+
+
+def effective_policies_json(config: AutoscalerConfig) -> dict[str, Any]:
+    """`{"controller": {...}, "targets": [{namespace, deployment, overrides, policy}]}`."""
+    return {
+        "controller": config.controller.model_dump(mode="json"),
+        "targets": [
+            {
+                "namespace": target.namespace,
+                "deployment": target.deployment,
+                "overrides": target.overrides(),
+                "policy": policy.model_dump(mode="json"),
+            }
+            for target, policy in config.effective_policies()
+        ],
+    }
+
+
+def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
+    """Controller settings, then the policy: one row per key, one column per target.
+
+    The `defaults` column is the built-in default merged with the document's `defaults`
+    (cyan and `*` where the document changed it); a target's value is bold yellow and `*` where
+    it differs from that column. Targets are split over several tables so each fits the console width.
+    """
+    n = len(config.targets)
+    console.print(f"{source}: valid, {n} target{'' if n == 1 else 's'}")
+
+    controller = Table(title="controller", title_justify="left", show_header=False, box=None, pad_edge=False)
+    controller.add_column("key", style="bold")
+    controller.add_column("value", overflow="fold")
+    for key, value in _flatten(config.controller.model_dump()):
+        controller.add_row(key, _fmt(value))
+    console.print(controller)
+
+    builtin = PolicyParams.model_fields
+    defaults = {k: info.default for k, info in builtin.items()} | config.defaults.as_dict()
+    pairs = list(config.effective_policies())
+    for chunk in _chunks([t for t, _ in pairs], console.width):
+        table = Table(title="effective policy", title_justify="left", header_style="bold")
+        table.add_column("key", no_wrap=True)
+        table.add_column("defaults", justify="right", no_wrap=True)
+        for target in chunk:
+            table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", no_wrap=True)
+        policies = [p for t, p in pairs if t in chunk]
+        for key, info in builtin.items():
+            row = [_cell(defaults[key], info.default, _DEFAULTS_CHANGED)]
+            row += [_cell(getattr(p, key), defaults[key], _TARGET_CHANGED) for p in policies]
+            table.add_row(key, *row)
+        console.print(table)
+    if pairs:
+        console.print(
+            Text.assemble(
+                "* differs: ",
+                ("defaults", _DEFAULTS_CHANGED), " from the built-in default, ",
+                ("a target", _TARGET_CHANGED), " from defaults",
+            )
+        )
+
+
+def _cell(value: object, reference: object, style: str) -> Text:
+    """The value, marked `*` and styled when it differs from `reference` (also readable without colour)."""
+    if value == reference:
+        return Text(_fmt(value))
+    return Text(_fmt(value) + "*", style=style)
+
+
+def _chunks(targets: Sequence[TargetConfig], width: int) -> Iterable[list[TargetConfig]]:
+    """Consecutive groups of targets whose columns fit `width` next to the key and defaults columns."""
+    key_width = max(len(k) for k in PolicyParams.model_fields) + 3
+    room = max(width - key_width - 12, 14)
+    chunk: list[TargetConfig] = []
+    used = 0
+    for target in targets:
+        need = max(len(target.deployment), len(target.namespace), 8) + 3
+        if chunk and used + need > room:
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(target)
+        used += need
+    if chunk:
+        yield chunk
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in data.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
