@@ -16,8 +16,14 @@ def main() -> None:
 def _register() -> None:
     # Subcommands register themselves here; imports are local so `--help` stays fast.
     from autoscaler.cli_check_config import check_config
+    from autoscaler.cli_run import run
 
+    main.add_command(run)
     main.add_command(check_config)
 
 
 _register()
+
+
+if __name__ == "__main__":
+    main()

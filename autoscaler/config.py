@@ -152,6 +152,10 @@ class PrometheusSettings(BaseModel):
     )
     ca_file: AbsolutePath = Field(default=None, description="PEM CA bundle to verify an https:// Prometheus.")
     insecure_skip_tls_verify: bool = Field(default=False, description="Do not verify Prometheus' certificate.")
+    rate_window_seconds: int = Field(
+        default=60, ge=2, le=3600,
+        description="Window of rate(vllm:request_success_total[...]), the per-pod throughput; >= 4 scrape intervals.",
+    )
 
     @field_validator("url")
     @classmethod

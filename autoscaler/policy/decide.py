@@ -37,7 +37,12 @@ from autoscaler.policy.types import (
 _EPS = 1e-9
 
 
+_MAX_REPLICAS = 1_000_000  # beyond any bound; keeps absurd readings finite
+
+
 def _ceil(x: float) -> int:
+    if not x < _MAX_REPLICAS:  # also NaN
+        return _MAX_REPLICAS
     return math.ceil(x - _EPS)
 
 
@@ -86,7 +91,10 @@ def decide(
             throughput_history = update_load_history(
                 state.throughput_history, now, throughput, policy.forecast_window_seconds
             )
-            arrivals = arrival_rate(load_history, throughput_history or ((now, throughput),))
+            # arrivals need the load's growth: two readings at least (the first tick after a
+            # start has one, and would read a growing queue as steady)
+            if len(load_history) >= 2:
+                arrivals = arrival_rate(load_history, throughput_history or ((now, throughput),))
         demand = compute_demand(
             health.healthy,
             ready,

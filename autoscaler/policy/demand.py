@@ -35,6 +35,11 @@ from dataclasses import dataclass
 from autoscaler.policy.types import MetricSample, ReadyPod
 
 
+# A saturated replica finishing fewer requests than this is stuck, not slow: the rate model
+# would divide by (almost) zero, so the batch model is used instead.
+MIN_THROUGHPUT_PER_SECOND = 1e-3
+
+
 @dataclass(frozen=True)
 class Demand:
     waiting_total: float  # over all ready pods (extrapolated where unhealthy)
@@ -172,7 +177,7 @@ def compute_demand(
     queue = 0.0
     if saturated:
         sat_rates = [_rate(p.completed_per_second, now, stale_after_seconds) for p in saturated]
-        if arrivals is not None and all(r is not None and r > 0 for r in sat_rates):
+        if arrivals is not None and all(r is not None and r >= MIN_THROUGHPUT_PER_SECOND for r in sat_rates):
             mu = sum(r for r in sat_rates if r is not None) / len(saturated)
             model = "rate"
             keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting_per_replica, queue_drain_seconds)

@@ -63,7 +63,7 @@ class PolicyParams(BaseModel):
 
     # --- forecast -----------------------------------------------------------------------------
     forecast_window_seconds: float = Field(
-        120.0, ge=0.0, le=3600.0, description="Trend of waiting+running is fitted over this window; 0 disables."
+        120.0, ge=0.0, le=3600.0, description="Window of the load trend and of the arrival-rate estimate; 0 disables the forecast and the rate model."
     )
     forecast_min_samples: int = Field(3, ge=2, le=1000, description="Load samples needed to fit a trend.")
     forecast_max_growth_ratio: float = Field(

@@ -1,0 +1,112 @@
+"""`autoscaler run`: the controller process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from autoscaler.config import ConfigError, ConfigWatcher
+from autoscaler.kube import KubeClient, KubeError
+from autoscaler.logs import configure_logging
+from autoscaler.loop import Controller, TargetOutcome, run_forever
+from autoscaler.telemetry import ControllerMetrics, HealthServer
+
+DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
+
+
+@click.command("run")
+@click.option(
+    "--config", "config_path", default=DEFAULT_CONFIG, show_default=True, envvar="AUTOSCALER_CONFIG",
+    help="The ConfigMap's autoscaler.yaml (a mounted ConfigMap is re-read when it changes).",
+)
+@click.option("--kubeconfig", default=None, help="Kubeconfig file; default: in-cluster, else $KUBECONFIG.")
+@click.option("--context", default=None, help="Kubeconfig context.")
+@click.option("--dry-run", is_flag=True, help="Decide and log, never patch. Also shadows Deployments an HPA scales.")
+@click.option("--once", is_flag=True, help="Run one tick, print the decisions and exit (1 if a target failed).")
+@click.option("--metrics-port", type=int, default=None, help="Port of /metrics, /healthz, /readyz (default: config).")
+@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address to serve them on.")
+def run(
+    config_path: str,
+    kubeconfig: str | None,
+    context: str | None,
+    dry_run: bool,
+    once: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
+    """Run the controller: scale each target Deployment on queue depth and KV-cache usage."""
+    configure_logging()
+    try:
+        watcher = ConfigWatcher(config_path)
+    except ConfigError as exc:
+        for line in exc.problems:
+            click.echo(line, err=True)
+        sys.exit(2)
+    try:
+        kube = KubeClient.from_environment(kubeconfig=kubeconfig, context=context)
+    except Exception as exc:  # the kubernetes client raises many types for bad configs
+        click.echo(f"cannot configure the Kubernetes client: {exc}", err=True)
+        sys.exit(2)
+
+    metrics = ControllerMetrics()
+    controller = Controller(
+        watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run,
+        controller_namespace=os.environ.get("POD_NAMESPACE") or None,
+    )
+    server: HealthServer | None = None
+    if not once:
+        port = watcher.current.controller.metrics_port if metrics_port is None else metrics_port
+        server = HealthServer(metrics, controller.healthy, controller.ready, host=metrics_host, port=port).start()
+        controller.log.info("serving", port=server.port, paths=["/metrics", "/healthz", "/readyz"])
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        controller.log.info("stopping", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        if once:
+            outcomes = controller.tick()
+            print_outcomes(outcomes, dry_run)
+            sys.exit(1 if any(o.action == "error" for o in outcomes) else 0)
+        run_forever(controller, stop)
+    finally:
+        controller.close()
+        kube.close()
+        if server is not None:
+            server.stop()
+
+
+def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
+    """A table of this tick's decisions, on stderr (stdout carries the JSON log lines)."""
+    table = Table(title="decisions" + (" (dry run: nothing patched)" if dry_run else ""))
+    for col in ("target", "replicas", "reason", "limit", "queue", "KV", "lead s", "in flight", "action"):
+        table.add_column(col)
+    for o in outcomes:
+        d = o.decision
+        if d is None:
+            table.add_row(f"{o.namespace}/{o.deployment}", "-", "-", "-", "-", "-", "-", "-", f"error: {o.error}")
+            continue
+        v = d.values
+        table.add_row(
+            f"{o.namespace}/{o.deployment}",
+            f"{d.current_replicas} -> {d.desired_replicas}",
+            d.reason.value,
+            d.clamp.value if d.clamp else "",
+            f"{v.waiting_total:.0f} waiting ({v.queue_replicas:.1f})",
+            f"{v.kv_cache_usage_mean:.2f} ({v.kv_replicas:.1f})",
+            f"{v.lead_time_seconds:.0f}",
+            str(v.pods_in_flight),
+            o.action,
+        )
+    Console(stderr=True, width=140).print(table)

@@ -1,0 +1,369 @@
+"""The live control loop: read the world, `decide()`, act, log, repeat.
+
+One tick reads the clock once, lists the cluster once (`KubeClient.snapshot`) and queries
+Prometheus once (`PrometheusSource.fetch`), then decides for every target in isolation: one
+failing target never stops the others. Per target and tick it writes one JSON log line with
+the inputs, the intermediate values, the reason and the binding clamp.
+
+Missing data never scales down: if Prometheus cannot be read, every ready pod is absent and
+the core holds; if the cluster cannot be listed, nothing is decided that tick.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from autoscaler.cluster import ClusterSnapshot
+from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
+from autoscaler.kube import KubeClient, KubeError
+from autoscaler.observe import build_observation
+from autoscaler.policy import Decision, LeadTimeState, Observation, PolicyState, decide
+from autoscaler.prometheus_source import PodMetrics, PrometheusError, PrometheusSource
+from autoscaler.telemetry import ControllerMetrics
+
+PrometheusFactory = Callable[[PrometheusSettings], PrometheusSource]
+
+
+@dataclass(frozen=True)
+class TargetOutcome:
+    """What one tick did for one target."""
+
+    namespace: str
+    deployment: str
+    action: str  # patched | unchanged | hold | dry_run | skipped_hpa | error
+    decision: Decision | None = None
+    observation: Observation | None = None
+    error: str | None = None
+
+
+def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
+    token = None
+    if settings.bearer_token_file:
+        with open(settings.bearer_token_file, encoding="utf-8") as fh:
+            token = fh.read().strip()
+    return PrometheusSource(
+        settings.url,
+        timeout_seconds=settings.timeout_seconds,
+        bearer_token=token,
+        ca_file=settings.ca_file,
+        insecure_skip_tls_verify=settings.insecure_skip_tls_verify,
+        rate_window_seconds=settings.rate_window_seconds,
+    )
+
+
+def state_key(namespace: str, deployment: str) -> str:
+    """The key of a target in the state ConfigMap (namespaces hold no dots, so it is unambiguous)."""
+    return f"{namespace}.{deployment}"
+
+
+class Controller:
+    """Runs ticks. All I/O goes through `kube` and the Prometheus source; `clock` is read once
+    per tick and that time is handed to `decide()`."""
+
+    def __init__(
+        self,
+        *,
+        watcher: ConfigWatcher,
+        kube: KubeClient,
+        metrics: ControllerMetrics | None = None,
+        prometheus_factory: PrometheusFactory = default_prometheus_factory,
+        dry_run: bool = False,
+        clock: Callable[[], float] = time.time,
+        controller_namespace: str | None = None,
+    ) -> None:
+        self.watcher = watcher
+        self.kube = kube
+        self.metrics = metrics or ControllerMetrics()
+        self.dry_run = dry_run
+        self._clock = clock
+        self._prometheus_factory = prometheus_factory
+        self._prometheus: PrometheusSource | None = None
+        self._prometheus_settings: PrometheusSettings | None = None
+        self._controller_namespace = controller_namespace
+        self.states: dict[tuple[str, str], PolicyState] = {}
+        self._loaded_leads: dict[str, LeadTimeState] | None = None  # None until the state ConfigMap was read
+        self._persisted: dict[str, str] = {}
+        self._hpa_warned: set[tuple[str, str]] = set()
+        self._config_generation = watcher.generation
+        self._config_rejected = watcher.rejected_total
+        self.last_tick_started: float | None = None
+        self.ticks_ok = 0
+        self.log = structlog.get_logger("autoscaler")
+        self.metrics.config_generation.set(watcher.generation)
+
+    # ---- health
+
+    def healthy(self) -> bool:
+        """The loop is alive: a tick started within three tick periods (or none is due yet)."""
+        if self.last_tick_started is None:
+            return True
+        return self._clock() - self.last_tick_started <= 3 * self.watcher.current.controller.tick_seconds + 30
+
+    def ready(self) -> bool:
+        return self.ticks_ok > 0
+
+    @property
+    def controller_namespace(self) -> str:
+        return self._controller_namespace or self.watcher.current.controller.namespace
+
+    # ---- one tick
+
+    def tick(self) -> list[TargetOutcome]:
+        now = self._clock()  # the one clock read of this tick
+        self.last_tick_started = now
+        self.metrics.last_tick.set(now)
+        started = time.perf_counter()
+        try:
+            return self._tick(now)
+        finally:
+            self.metrics.tick_duration.observe(time.perf_counter() - started)
+
+    def _tick(self, now: float) -> list[TargetOutcome]:
+        self._reload_config()
+        config = self.watcher.current
+        targets = config.targets
+        if not targets:
+            self.log.info("idle", message="no targets configured")
+            self.ticks_ok += 1
+            return []
+        namespaces = sorted({t.namespace for t in targets})
+
+        try:
+            snapshot = self.kube.snapshot(namespaces)
+        except KubeError as exc:
+            self.log.error("cluster_unreadable", error=str(exc), error_type=type(exc).__name__)
+            for t in targets:
+                self.metrics.errors.labels(t.namespace, t.deployment, "kubernetes").inc()
+            return [TargetOutcome(t.namespace, t.deployment, "error", error=str(exc)) for t in targets]
+
+        metrics = self._fetch_metrics(config, namespaces, now)
+        self._load_leads()
+        outcomes = []
+        for target in targets:
+            try:
+                outcomes.append(self._target(config, target, snapshot, metrics, now))
+            except Exception as exc:  # isolate targets: a surprise in one never stops the others
+                log = self.log.bind(namespace=target.namespace, deployment=target.deployment)
+                log.exception("target_crashed")
+                outcomes.append(
+                    self._failed(log, target.namespace, target.deployment, "internal", str(exc), type(exc).__name__)
+                )
+        self._persist_leads()
+        self.ticks_ok += 1
+        return outcomes
+
+    def _reload_config(self) -> None:
+        changed = self.watcher.poll()
+        if changed:
+            self.metrics.config_reloads.labels("applied").inc()
+            self.metrics.config_generation.set(self.watcher.generation)
+            self.log.info("config_reloaded", generation=self.watcher.generation)
+        if self.watcher.rejected_total != self._config_rejected:
+            self._config_rejected = self.watcher.rejected_total
+            self.metrics.config_reloads.labels("rejected").inc()
+            error = self.watcher.last_error
+            self.log.error(
+                "config_rejected",
+                problems=list(error.problems) if error else [],
+                generation_in_force=self.watcher.generation,
+            )
+
+    def _fetch_metrics(
+        self, config: AutoscalerConfig, namespaces: list[str], now: float
+    ) -> Mapping[tuple[str, str], PodMetrics] | None:
+        try:
+            source = self._source(config.controller.prometheus)
+            return source.fetch(namespaces, now=now)
+        except (PrometheusError, OSError) as exc:
+            self.log.error("metrics_unreadable", error=str(exc), error_type=type(exc).__name__)
+            for t in config.targets:
+                self.metrics.errors.labels(t.namespace, t.deployment, "prometheus").inc()
+            return None
+
+    def _source(self, settings: PrometheusSettings) -> PrometheusSource:
+        if self._prometheus is None or settings != self._prometheus_settings:
+            if self._prometheus is not None:
+                self._prometheus.close()
+            self._prometheus = self._prometheus_factory(settings)
+            self._prometheus_settings = settings
+        return self._prometheus
+
+    def _target(
+        self,
+        config: AutoscalerConfig,
+        target: Any,
+        snapshot: ClusterSnapshot,
+        metrics: Mapping[tuple[str, str], PodMetrics] | None,
+        now: float,
+    ) -> TargetOutcome:
+        ns, name = target.namespace, target.deployment
+        key = (ns, name)
+        log = self.log.bind(namespace=ns, deployment=name)
+        deployment = snapshot.deployment(ns, name)
+        if deployment is None:
+            return self._failed(log, ns, name, "target", f"Deployment {ns}/{name} not found")
+        observation = build_observation(snapshot, deployment, metrics)
+        state = self.states.get(key) or PolicyState(lead=self._initial_lead(ns, name))
+        decision, new_state = decide(config.policy_for(target), observation, state, now)
+
+        hpa = snapshot.hpa_for(deployment)
+        action = "hold"
+        if hpa is not None and not self.dry_run:
+            action = "skipped_hpa"
+            if key not in self._hpa_warned:
+                self._event(
+                    ns, deployment, "HPAConflict", "Warning",
+                    f"HorizontalPodAutoscaler {hpa.name} also scales this Deployment; "
+                    "vllm-queue-autoscaler will not act on it (remove the HPA, or run with --dry-run to compare)",
+                )
+                self._hpa_warned.add(key)
+            new_state = _without_actions(new_state, state)
+        elif self.dry_run:
+            action = "dry_run"
+            new_state = _without_actions(new_state, state)
+        elif decision.desired_replicas != observation.spec_replicas:
+            try:
+                written = self.kube.set_replicas(ns, name, decision.desired_replicas)
+            except KubeError as exc:
+                # not carried out: keep the learning, not the scale events
+                self.states[key] = _without_actions(new_state, state)
+                self.metrics.record_decision(ns, name, decision)
+                return self._failed(log, ns, name, "kubernetes", str(exc), type(exc).__name__, decision)
+            action = "patched" if written else "unchanged"
+            if written:
+                direction = "up" if decision.desired_replicas > observation.spec_replicas else "down"
+                self.metrics.scales.labels(ns, name, direction).inc()
+                self._event(
+                    ns, deployment, "ScaledUp" if direction == "up" else "ScaledDown", "Normal",
+                    _event_message(decision),
+                )
+        self.states[key] = new_state
+        self.metrics.record_decision(ns, name, decision)
+        log.info(
+            "decision",
+            action=action,
+            current=decision.current_replicas,
+            desired=decision.desired_replicas,
+            reason=decision.reason.value,
+            clamp=decision.clamp.value if decision.clamp else None,
+            dry_run=self.dry_run,
+            hpa=hpa.name if hpa else None,
+            rollout=observation.rollout_in_progress,
+            free_gpus=observation.free_gpus,
+            config_generation=self.watcher.generation,
+            **decision.values.as_dict(),
+        )
+        return TargetOutcome(ns, name, action, decision=decision, observation=observation)
+
+    def _failed(
+        self,
+        log: Any,
+        ns: str,
+        name: str,
+        kind: str,
+        error: str,
+        error_type: str = "LookupError",
+        decision: Decision | None = None,
+    ) -> TargetOutcome:
+        self.metrics.errors.labels(ns, name, kind).inc()
+        log.error(
+            "target_failed",
+            error=error,
+            error_type=error_type,
+            desired=decision.desired_replicas if decision else None,
+            reason=decision.reason.value if decision else None,
+        )
+        return TargetOutcome(ns, name, "error", decision=decision, error=error)
+
+    def _event(self, ns: str, deployment: Any, reason: str, type_: str, message: str) -> None:
+        try:
+            self.kube.emit_event(ns, deployment, reason, message, type_=type_)
+        except KubeError as exc:  # events are informational
+            self.log.warning("event_failed", namespace=ns, reason=reason, error=str(exc))
+
+    # ---- learned lead times, kept in a ConfigMap of the controller's namespace
+
+    def _load_leads(self) -> None:
+        if self._loaded_leads is not None:
+            return
+        name = self.watcher.current.controller.state_configmap
+        try:
+            data = self.kube.read_state(self.controller_namespace, name)
+        except KubeError as exc:
+            self.log.warning("state_unreadable", configmap=name, error=str(exc))
+            return  # try again next tick; never write before a successful read
+        leads: dict[str, LeadTimeState] = {}
+        for key, raw in data.items():
+            try:
+                leads[key] = LeadTimeState.from_dict(json.loads(raw))
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                self.log.warning("state_entry_ignored", key=key, error=str(exc))
+        self._loaded_leads = leads
+        self._persisted = dict(data)
+
+    def _initial_lead(self, ns: str, name: str) -> LeadTimeState:
+        if self._loaded_leads is None:
+            return LeadTimeState()
+        return self._loaded_leads.get(state_key(ns, name), LeadTimeState())
+
+    def _persist_leads(self) -> None:
+        if self._loaded_leads is None or self.dry_run:
+            return
+        data = dict(self._persisted)
+        for (ns, name), state in self.states.items():
+            data[state_key(ns, name)] = json.dumps(state.lead.to_dict(), sort_keys=True, separators=(",", ":"))
+        if data == self._persisted:
+            return
+        name = self.watcher.current.controller.state_configmap
+        try:
+            self.kube.write_state(self.controller_namespace, name, data)
+            self._persisted = data
+        except KubeError as exc:
+            self.log.warning("state_unwritable", configmap=name, error=str(exc))
+
+    def close(self) -> None:
+        if self._prometheus is not None:
+            self._prometheus.close()
+
+
+def _without_actions(new_state: PolicyState, old_state: PolicyState) -> PolicyState:
+    """The state after a decision that was not carried out (dry run, HPA in charge): keep the
+    readings and learning, not the scale events that did not happen."""
+    return replace(
+        new_state,
+        scale_up_events=old_state.scale_up_events,
+        scale_down_events=old_state.scale_down_events,
+        planned_replicas=old_state.planned_replicas,
+    )
+
+
+def _event_message(decision: Decision) -> str:
+    v = decision.values
+    return (
+        f"{decision.current_replicas} -> {decision.desired_replicas}: {decision.reason.value}"
+        + (f" (limited by {decision.clamp.value})" if decision.clamp else "")
+        + f"; queue {v.queue_replicas:.1f} / KV {v.kv_replicas:.1f} / forecast {v.forecast_replicas:.1f} replicas,"
+        f" {v.waiting_total:.0f} waiting, lead time {v.lead_time_seconds:.0f} s, {v.pods_in_flight} pods in flight"
+    )
+
+
+def run_forever(controller: Controller, stop: threading.Event, once: bool = False) -> None:
+    """Tick every `controller.tick_seconds` until `stop` is set. A tick in progress always
+    finishes (no half-done patch); the wait between ticks ends at once on stop."""
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            controller.tick()
+        except Exception as exc:  # a bug must not kill the loop; /healthz reports a stall
+            controller.log.exception("tick_failed", error=str(exc))
+        if once:
+            return
+        period = controller.watcher.current.controller.tick_seconds
+        stop.wait(max(0.0, period - (time.monotonic() - started)))

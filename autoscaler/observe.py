@@ -1,0 +1,51 @@
+"""Join what Kubernetes and Prometheus said into the decision core's `Observation`. Pure.
+
+A ready pod with no series in Prometheus gets `None` samples (absent): the core then holds;
+it is never read as zero. Pods on their way are those with a stage (unschedulable, scheduled,
+loading); terminating and finished pods are neither capacity nor demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autoscaler.cluster import ClusterSnapshot, DeploymentInfo
+from autoscaler.policy.types import Observation, PodInFlight, ReadyPod
+from autoscaler.prometheus_source import PodMetrics
+
+
+def build_observation(
+    snapshot: ClusterSnapshot,
+    deployment: DeploymentInfo,
+    metrics: Mapping[tuple[str, str], PodMetrics] | None,
+) -> Observation:
+    """The observation of one target. `metrics` None means Prometheus could not be read: every
+    ready pod is then absent, which holds."""
+    ready: list[ReadyPod] = []
+    in_flight: list[PodInFlight] = []
+    for pod in snapshot.pods_of(deployment):
+        if pod.terminating or pod.finished:
+            continue
+        if pod.ready:
+            m = metrics.get((pod.namespace, pod.name)) if metrics is not None else None
+            ready.append(
+                ReadyPod(
+                    name=pod.name,
+                    waiting=m.waiting if m else None,
+                    running=m.running if m else None,
+                    kv_cache_usage=m.kv_cache_usage if m else None,
+                    startup=pod.startup(),
+                    completed_per_second=m.completed_per_second if m else None,
+                )
+            )
+            continue
+        stage = pod.stage()
+        if stage is not None:
+            in_flight.append(PodInFlight(name=pod.name, stage=stage, startup=pod.startup()))
+    return Observation(
+        spec_replicas=deployment.spec_replicas,
+        ready_pods=tuple(sorted(ready, key=lambda p: p.name)),
+        pods_in_flight=tuple(sorted(in_flight, key=lambda p: p.name)),
+        free_gpus=snapshot.free_gpus_for(deployment) if snapshot.nodes else None,
+        rollout_in_progress=deployment.rollout_in_progress,
+    )
