@@ -181,7 +181,7 @@ class Controller:
         try:
             source = self._source(config.controller.prometheus)
             return source.fetch(namespaces, now=now)
-        except (PrometheusError, OSError) as exc:
+        except (PrometheusError, OSError, ValueError, TypeError) as exc:  # bad token file, TLS options...
             self.log.error("metrics_unreadable", error=str(exc), error_type=type(exc).__name__)
             for t in config.targets:
                 self.metrics.errors.labels(t.namespace, t.deployment, "prometheus").inc()

@@ -19,7 +19,7 @@ from dataclasses import replace
 from autoscaler.policy.demand import Demand, arrival_rate, compute_demand, fleet_throughput
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
 from autoscaler.policy.health import assess_health
-from autoscaler.policy.in_flight import assess_in_flight, wait_for_in_flight
+from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight
 from autoscaler.policy.lead_time import estimate_lead_time, learn_lead_times, node_needed
 from autoscaler.policy.limits import apply_limits, record_event
 from autoscaler.policy.params import PolicyParams
@@ -123,8 +123,14 @@ def decide(
             recommendation = _ceil(wanted)
         if not health.all_healthy and recommendation < current:
             recommendation, hold, hold_clamp = current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS
-        if wait_for_in_flight(recommendation, planned or current, flight, policy.forecast_max_growth_ratio):
-            recommendation, hold, hold_clamp = current, Reason.HOLD_CAPACITY_IN_FLIGHT, None
+        capped = cap_for_in_flight(
+            recommendation, _ceil(demand.replicas), planned or current, current, flight,
+            policy.forecast_max_growth_ratio,
+        )
+        if capped < recommendation:
+            recommendation = capped
+            if recommendation == current:
+                hold, hold_clamp = Reason.HOLD_CAPACITY_IN_FLIGHT, None
 
     if observation.rollout_in_progress and recommendation < current:
         recommendation, hold, hold_clamp = current, Reason.HOLD_ROLLOUT, Clamp.ROLLOUT

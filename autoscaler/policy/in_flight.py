@@ -3,9 +3,12 @@
 Metrics come from ready pods only, so while new pods load, the queue on the ready ones keeps
 growing: that is the very backlog the new pods were asked for. Reading it again every tick
 and asking for more is HPA's cascade (2 -> 4 -> 8 -> 16 while pods load). So, while pods are
-in flight, a higher recommendation waits for them, unless it outgrows the plan (the highest
-recommendation since they were asked for) by `forecast_max_growth_ratio` (the most the
-forecast would ever have planned for).
+in flight, a scale-up goes no higher than the plan (the highest recommendation since they
+were asked for; a rate limit may still be catching up to it) or the demand measured now,
+whichever is higher; the forecast's extra on top of that waits for the pods. Only when the
+demand now outgrows the plan by `forecast_max_growth_ratio` (the most the forecast would ever
+have planned for) does the full recommendation stand. The forecast is capped on purpose: it
+already shaped the plan, and right after a step its trend still rises with the estimate.
 
 A pod in flight has an ETA: created + node provisioning + model load when it waits for a node,
 scheduled + model load otherwise. A pod more than one lead time past its ETA is overdue (stuck:
@@ -64,13 +67,18 @@ def assess_in_flight(pods: tuple[PodInFlight, ...], lead: LeadTimeEstimate, now:
     return InFlight(counted=counted, overdue=overdue, by_stage=by_stage, latest_eta_seconds=max(0.0, latest))
 
 
-def wait_for_in_flight(recommendation: int, planned: int, in_flight: InFlight, growth_ratio: float) -> bool:
-    """Should a scale-up wait for the pods already on their way?
+def cap_for_in_flight(
+    recommendation: int, demand_now: int, planned: int, current: int, in_flight: InFlight, growth_ratio: float
+) -> int:
+    """The recommendation, capped while pods are on their way.
 
-    Worked example: a plan of 5 replicas, 3 of them still loading, growth ratio 2. A
-    recommendation of 7 waits (7 < 5 * 2 = 10); one of 10 does not: the load outgrew any
-    plan, act now.
+    Worked example: a plan of 9 replicas, 7 of them loading, growth ratio 1.5 (so the plan is
+    outgrown at ceil(9 * 1.5) = 14). A recommendation of 15 (forecast included) with a demand
+    now of 10 becomes 10; with a demand now of 8 it becomes 9 (the plan); with a demand now of
+    14 the 15 stands. Nothing in flight: the 15 stands.
     """
-    if in_flight.counted == 0 or recommendation <= planned:
-        return False
-    return recommendation < math.ceil(planned * growth_ratio)
+    if in_flight.counted == 0 or recommendation <= current:
+        return recommendation
+    if demand_now >= math.ceil(planned * growth_ratio):
+        return recommendation
+    return max(current, min(recommendation, max(planned, demand_now)))

@@ -70,9 +70,14 @@ def test_burst_scales_ahead_and_does_not_cascade() -> None:
     # while pods load they are counted; a higher reading waits for them
     held = [d for d in log if d.reason is Reason.HOLD_CAPACITY_IN_FLIGHT]
     assert held and all(d.values.pods_in_flight > 0 for d in held)
-    # no cascade: a few steps, and at most 2x the 8 replicas the arrival rate needs
-    assert len(ups) <= 5, [(d.desired_replicas, d.reason.value) for d in ups]
+    # no cascade: at most 2x the 8 replicas the arrival rate needs; after the first steps
+    # (up to the plan), the rest are single pods following the demand measured now
     assert peak <= 2 * needed, [d.desired_replicas for d in log]
+    assert len(ups) <= 8, [(d.desired_replicas, d.reason.value) for d in ups]
+    late = [d for d in ups if d.values.pods_in_flight > 0 and d.current_replicas >= needed]
+    assert all(d.desired_replicas - d.current_replicas <= 2 for d in late), [
+        (d.current_replicas, d.desired_replicas) for d in late
+    ]
     # the arrival rate was estimated right once the window held only the burst
     assert abs(log[40].values.arrivals_per_second - 12.0) < 0.5  # type: ignore[operator]
     # the capacity kept up: once the pods of the burst are ready (tick 45 on), the pods that

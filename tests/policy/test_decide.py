@@ -137,12 +137,15 @@ def test_batch_model_without_throughput() -> None:
         ),
         (
             # 3 of 5 replicas still loading. The 2 ready ones: 60 waiting, 8 running, 1.6 done/s;
-            # load grew 0 -> 136 in 30 s: arrivals 3.2 + 4.53 = 7.73/s, keep up 4.83, drain help
-            # 2 x 57 / 192 = 0.59: 5.42 -> 6 < ceil(5 x 1.5) = 8: wait for the pods on their way
+            # load 66 -> 136 in 30 s: arrivals 3.2 + 2.33 = 5.53/s, keep up 3.46, drain help
+            # 2 x 57 / 192 = 0.59: 4.05 -> 5, not above the plan (5). The arrivals rise
+            # (3.0, 4.3, 5.53): the forecast asks for 4.05 x 1.5 = 6.1 -> 7, but while pods
+            # load only the demand now counts: wait for the pods on their way
             "in-flight-pods-count",
             obs(5, pods(2, 60, 8, 0.95, NOW, done=1.6), free_gpus=0,
                 pods_in_flight=tuple(flying(f"f{i}", PodStage.LOADING, NOW - 60, NOW - 50) for i in range(3))),
-            PolicyState(load_history=((NOW - 30, 0.0),)), P, 5, Reason.HOLD_CAPACITY_IN_FLIGHT, None,
+            PolicyState(load_history=((NOW - 30, 66.0),), arrival_history=((NOW - 30, 3.0), (NOW - 15, 4.3))),
+            P, 5, Reason.HOLD_CAPACITY_IN_FLIGHT, None,
         ),
         (
             # spec 0 (someone scaled it down): bounds win, up to min 1 even with no data

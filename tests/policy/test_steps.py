@@ -17,7 +17,7 @@ from autoscaler.policy.demand import (
 )
 from autoscaler.policy.forecast import forecast, trend, update_load_history
 from autoscaler.policy.health import assess_health, pod_health, sample_health
-from autoscaler.policy.in_flight import assess_in_flight, pod_eta, wait_for_in_flight
+from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight, pod_eta
 from autoscaler.policy.lead_time import (
     LeadTimeEstimate,
     estimate_lead_time,
@@ -339,19 +339,21 @@ def test_assess_in_flight_overdue_edge(scheduled: float, counted: int, overdue: 
 
 
 @pytest.mark.parametrize(
-    ("rec", "current", "in_flight", "wait"),
+    ("rec", "demand_now", "in_flight", "expected"),
     [
-        (7, 5, 3, True),  # docstring: 7 < 10 waits
-        (10, 5, 3, False),  # docstring: 10 >= 5 * 2 acts now
-        (7, 5, 0, False),  # nothing in flight
-        (4, 5, 3, False),  # not a scale-up
+        (15, 10, 7, 10),  # docstring: capped at the demand now
+        (15, 8, 7, 9),  # docstring: capped at the plan
+        (15, 14, 7, 15),  # docstring: ceil(9 x 1.5) = 14 outgrows the plan: stands
+        (15, 13, 7, 13),  # one below the edge: capped
+        (15, 10, 0, 15),  # docstring: nothing in flight
+        (8, 3, 7, 8),  # not above current (9)... below it: untouched
     ],
 )
-def test_wait_for_in_flight(rec: int, current: int, in_flight: int, wait: bool) -> None:
+def test_cap_for_in_flight(rec: int, demand_now: int, in_flight: int, expected: int) -> None:
     flight = assess_in_flight(
         tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(in_flight)), LEAD, 2000.0
     )
-    assert wait_for_in_flight(rec, current, flight, growth_ratio=2.0) is wait
+    assert cap_for_in_flight(rec, demand_now, planned=9, current=9, in_flight=flight, growth_ratio=1.5) == expected
 
 
 # --- step 6: stabilisation ------------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""The pure join of the cluster view and Prometheus' answer into an Observation."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from autoscaler.cluster import ClusterSnapshot, DeploymentInfo, snapshot_from_objects
+from autoscaler.observe import build_observation
+from autoscaler.policy import MetricSample, PodStage
+from autoscaler.prometheus_source import PodMetrics
+from tests.kube_api_server import deployment, node, pod
+
+NOW = time.time()
+
+
+def metrics(waiting: float) -> PodMetrics:
+    s = MetricSample(waiting, NOW)
+    return PodMetrics(waiting=s, running=s, kv_cache_usage=MetricSample(0.5, NOW), kv_metric_name="vllm:kv_cache_usage_perc",
+                      completed_per_second=MetricSample(1.0, NOW))
+
+
+def snapshot() -> tuple[ClusterSnapshot, DeploymentInfo]:
+    snap = snapshot_from_objects(
+        deployments=[deployment("qwen", "llm", replicas=5, labels={"app": "qwen"})],
+        pods=[
+            pod("qwen-a", "llm", labels={"app": "qwen"}, state="ready"),
+            pod("qwen-b", "llm", labels={"app": "qwen"}, state="ready"),
+            pod("qwen-c", "llm", labels={"app": "qwen"}, state="loading"),
+            pod("qwen-d", "llm", labels={"app": "qwen"}, state="unschedulable", node_name=None),
+            pod("qwen-e", "llm", labels={"app": "qwen"}, state="ready", terminating=True),
+            pod("other", "llm", labels={"app": "other"}, state="ready"),
+        ],
+        nodes=[node("gpu-node-1", gpus=8)],
+        hpas=[],
+    )
+    dep = snap.deployment("llm", "qwen")
+    assert dep is not None
+    return snap, dep
+
+
+def test_ready_pods_get_their_metrics_and_missing_ones_stay_absent() -> None:
+    snap, dep = snapshot()
+    obs = build_observation(snap, dep, {("llm", "qwen-a"): metrics(3.0)})
+    assert obs.spec_replicas == 5
+    assert [p.name for p in obs.ready_pods] == ["qwen-a", "qwen-b"]  # terminating and other app excluded
+    a, b = obs.ready_pods
+    assert a.waiting == MetricSample(3.0, NOW) and a.completed_per_second == MetricSample(1.0, NOW)
+    assert (b.waiting, b.running, b.kv_cache_usage) == (None, None, None)  # absent, never zero
+    assert a.startup is not None and a.startup.ready_at is not None
+    assert [(p.name, p.stage) for p in obs.pods_in_flight] == [
+        ("qwen-c", PodStage.LOADING),
+        ("qwen-d", PodStage.UNSCHEDULABLE),
+    ]
+    # 8 GPUs; qwen-a, qwen-b, qwen-c, the terminating qwen-e and "other" hold one each on gpu-node-1
+    assert obs.free_gpus == 3
+
+
+def test_prometheus_unreadable_makes_every_ready_pod_absent() -> None:
+    snap, dep = snapshot()
+    obs = build_observation(snap, dep, None)
+    assert all(p.waiting is None and p.kv_cache_usage is None for p in obs.ready_pods)
+    assert not any(isinstance(p.waiting, MetricSample) and math.isnan(p.waiting.value) for p in obs.ready_pods)
