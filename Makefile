@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck prometheus demo clean
+.PHONY: venv test lint prometheus demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ lint: venv
 
 test: venv prometheus lint
 	$(VENV)/bin/pytest -q
+
+# The decision log of a burst through the decision core, ours vs. HPA on the queue.
+demo: venv
+	$(PY) -m examples.burst_decision_log
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis

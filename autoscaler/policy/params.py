@@ -18,7 +18,7 @@ class PolicyParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # --- bounds -------------------------------------------------------------------------------
-    min_replicas: int = Field(1, ge=1, le=10_000, description="Never fewer ready+planned replicas.")
+    min_replicas: int = Field(1, ge=1, le=10_000, description="Never fewer replicas (no scale to zero).")
     max_replicas: int = Field(10, ge=1, le=10_000, description="Never more replicas.")
     gpus_per_replica: int = Field(1, ge=1, le=64, description="GPUs one replica requests.")
     max_gpus: int | None = Field(
@@ -67,7 +67,7 @@ class PolicyParams(BaseModel):
     )
     forecast_min_samples: int = Field(3, ge=2, le=1000, description="Load samples needed to fit a trend.")
     forecast_max_growth_ratio: float = Field(
-        1.5, ge=1.0, le=100.0, description="Forecast load is at most this multiple of the load now."
+        1.5, ge=1.0, le=100.0, description="Forecast <= this x the value now; while pods load, demand must outgrow the plan by it."
     )
 
     # --- stabilisation and rate limits ----------------------------------------------------------
