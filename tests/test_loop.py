@@ -64,12 +64,17 @@ def busy_fleet(vllm_exporter: VllmExporter, prometheus_server: PrometheusServer)
     """Two vLLM pods with a queue and a nearly full KV cache, scraped by a real Prometheus."""
     for i in range(2):
         vllm_exporter.set(NS, f"{NAME}-{i}", waiting=15, running=8, kv=0.95, completed=1.6, engines=1)
-    prometheus_server.reload(vllm_exporter.targets())
-    prometheus_server.wait_for_series(
+    scrape(prometheus_server, vllm_exporter)
+    return prometheus_server
+
+
+def scrape(prometheus: PrometheusServer, exporter: VllmExporter) -> None:
+    """Point Prometheus at the exporter's pods and wait until their throughput reads 1.6/s."""
+    prometheus.reload(exporter.targets())
+    prometheus.wait_for_series(
         'sum by (pod) (rate(vllm:request_success_total{namespace="llm"}[4s]))',
         lambda r: len(r) == 2 and all(abs(float(x["value"][1]) - 1.6) < 0.1 for x in r), timeout=30
     )
-    return prometheus_server
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -196,11 +201,7 @@ def test_burst_through_the_loop_counts_pods_in_flight_and_does_not_cascade(
     seed_cluster(kube_server)
     for i in range(2):
         vllm_exporter.set(NS, f"{NAME}-{i}", waiting=100, running=32, kv=1.0, completed=1.6, engines=1)
-    prometheus_server.reload(vllm_exporter.targets())
-    prometheus_server.wait_for_series(
-        'sum by (pod) (rate(vllm:request_success_total{namespace="llm"}[4s]))',
-        lambda r: len(r) == 2 and all(abs(float(x["value"][1]) - 1.6) < 0.1 for x in r), timeout=30
-    )
+    scrape(prometheus_server, vllm_exporter)
     config = write_config(tmp_path / "autoscaler.yaml", prometheus_server.url)
     t0 = time.time()
     clock = Clock(t0)

@@ -31,6 +31,17 @@ def _changed_in_period(events: tuple[tuple[float, int], ...], now: float, period
     return sum(n for t, n in events if now - t < period)
 
 
+def _period_start(
+    current: int,
+    up_events: tuple[tuple[float, int], ...],
+    down_events: tuple[tuple[float, int], ...],
+    now: float,
+    period: float,
+) -> int:
+    """Replicas at the start of the period: undo the changes made inside it."""
+    return current - _changed_in_period(up_events, now, period) + _changed_in_period(down_events, now, period)
+
+
 def scale_up_limit(
     current: int,
     up_events: tuple[tuple[float, int], ...],
@@ -44,12 +55,7 @@ def scale_up_limit(
     at 2, so the limit is max(2 * 2, 2 + 4) = 6 (hold). 15 s after those 4 were added they
     leave the period and the limit is max(6 * 2, 6 + 4) = 12.
     """
-    period = params.scale_up_period_seconds
-    start = (
-        current
-        - _changed_in_period(up_events, now, period)
-        + _changed_in_period(down_events, now, period)
-    )
+    start = _period_start(current, up_events, down_events, now, params.scale_up_period_seconds)
     by_percent = math.ceil(start * (1 + params.scale_up_max_percent / 100.0))
     by_pods = start + params.scale_up_max_pods
     return max(by_percent, by_pods)
@@ -67,12 +73,7 @@ def scale_down_limit(
     Worked example: current 5, 1 pod removed 119 s ago, max 1 pod per 120 s: the period began
     at 6, so the limit is 6 - 1 = 5 (hold). At 120 s the removal leaves the period: 5 - 1 = 4.
     """
-    period = params.scale_down_period_seconds
-    start = (
-        current
-        - _changed_in_period(up_events, now, period)
-        + _changed_in_period(down_events, now, period)
-    )
+    start = _period_start(current, up_events, down_events, now, params.scale_down_period_seconds)
     return start - params.scale_down_max_pods
 
 
