@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from autoscaler.config import ConfigError, ConfigWatcher
-from autoscaler.kube import KubeClient, KubeError
+from autoscaler.kube import KubeClient
+from autoscaler.leader import LeaderElector, LeaseSettings
 from autoscaler.logs import configure_logging
 from autoscaler.loop import Controller, TargetOutcome, run_forever
 from autoscaler.telemetry import ControllerMetrics, HealthServer
@@ -32,6 +33,11 @@ DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
 @click.option("--once", is_flag=True, help="Run one tick, print the decisions and exit (1 if a target failed).")
 @click.option("--metrics-port", type=int, default=None, help="Port of /metrics, /healthz, /readyz (default: config).")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address to serve them on.")
+@click.option(
+    "--leader-elect/--no-leader-elect", default=False, show_default=True,
+    help="Elect one acting replica through a Lease in the controller's namespace (run 2 replicas).",
+)
+@click.option("--lease-name", default="vllm-queue-autoscaler", show_default=True, help="Name of that Lease.")
 def run(
     config_path: str,
     kubeconfig: str | None,
@@ -40,6 +46,8 @@ def run(
     once: bool,
     metrics_port: int | None,
     metrics_host: str,
+    leader_elect: bool,
+    lease_name: str,
 ) -> None:
     """Run the controller: scale each target Deployment on queue depth and KV-cache usage."""
     configure_logging()
@@ -56,17 +64,22 @@ def run(
         sys.exit(2)
 
     metrics = ControllerMetrics()
+    stop = threading.Event()
+    namespace = os.environ.get("POD_NAMESPACE") or watcher.current.controller.namespace
+    elector: LeaderElector | None = None
+    if leader_elect and not once:
+        elector = LeaderElector(kube, LeaseSettings(namespace=namespace, name=lease_name))
+        elector.step()  # the first tick knows whether it leads
+        elector.start(stop)
     controller = Controller(
-        watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run,
-        controller_namespace=os.environ.get("POD_NAMESPACE") or None,
+        watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run, controller_namespace=namespace,
+        may_act=elector.is_leader if elector else None,
     )
     server: HealthServer | None = None
     if not once:
         port = watcher.current.controller.metrics_port if metrics_port is None else metrics_port
         server = HealthServer(metrics, controller.healthy, controller.ready, host=metrics_host, port=port).start()
         controller.log.info("serving", port=server.port, paths=["/metrics", "/healthz", "/readyz"])
-
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         controller.log.info("stopping", signal=signal.Signals(signum).name)
@@ -81,6 +94,9 @@ def run(
             sys.exit(1 if any(o.action == "error" for o in outcomes) else 0)
         run_forever(controller, stop)
     finally:
+        stop.set()
+        if elector is not None:
+            elector.release()
         controller.close()
         kube.close()
         if server is not None:

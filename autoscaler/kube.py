@@ -5,7 +5,9 @@ Everything the controller does against the API server goes through `KubeClient`:
 * `snapshot(namespaces)` - one cluster view per tick, with a constant number of list calls;
 * `read_scale` / `set_replicas` - the Deployment's scale subresource, optimistic concurrency;
 * `emit_event` - a core/v1 Event on the Deployment;
-* `read_state` / `write_state` - a ConfigMap holding learned state across restarts.
+* `read_state` / `write_state` - a ConfigMap holding learned state across restarts;
+* `read_lease` / `create_lease` / `replace_lease` - the coordination.k8s.io/v1 Lease of
+  leader election (`autoscaler.leader`).
 
 Responses are read as raw JSON (`_preload_content=False`) and converted by the parsers in
 `autoscaler.cluster`, skipping the client's model deserialisation: faster on big pod lists and
@@ -18,7 +20,8 @@ Errors: every `ApiException` and urllib3 error becomes a `KubeError` subclass. T
 RBAC this needs: cluster-wide `list` on pods and nodes; `list` on deployments and
 horizontalpodautoscalers (autoscaling) in the watched namespaces (cluster-wide when there are
 more than PER_NAMESPACE_LIST_LIMIT); `get`, `patch` on deployments/scale (apps); `create` on
-events; `get`, `create`, `update` on configmaps in the namespace holding the state.
+events; `get`, `create`, `update` on configmaps in the namespace holding the state; `get`,
+`create`, `update` on leases (coordination.k8s.io) in the controller's namespace.
 """
 
 from __future__ import annotations
@@ -209,6 +212,7 @@ class KubeClient:
         self._core = k8s_client.CoreV1Api(api_client)
         self._apps = k8s_client.AppsV1Api(api_client)
         self._autoscaling = k8s_client.AutoscalingV2Api(api_client)
+        self._coordination = k8s_client.CoordinationV1Api(api_client)
         self._sleep = sleep
         self.retry_attempts = max(1, retry_attempts)
         self.request_timeout_seconds = request_timeout_seconds
@@ -436,3 +440,30 @@ class KubeClient:
             return True
 
         return self._with_conflict_retries(attempt)
+
+    # ---- leases (leader election)
+
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Lease as JSON, or None when it does not exist."""
+        try:
+            lease: dict[str, Any] = self._call(_Op("get", "leases", namespace, name),
+                                               self._coordination.read_namespaced_lease, name, namespace)
+        except KubeNotFound:
+            return None
+        return lease
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the Lease; KubeConflict when another replica created it first."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        created: dict[str, Any] = self._call(_Op("create", "leases", namespace, name),
+                                             self._coordination.create_namespaced_lease, namespace, dict(body),
+                                             field_manager=COMPONENT)
+        return created
+
+    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the Lease under the resourceVersion in `body`; KubeConflict when another
+        replica wrote it since it was read (never retried here: the elector re-reads)."""
+        replaced: dict[str, Any] = self._call(_Op("update", "leases", namespace, name),
+                                              self._coordination.replace_namespaced_lease, name, namespace,
+                                              dict(body), field_manager=COMPONENT)
+        return replaced

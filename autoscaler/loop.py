@@ -37,7 +37,7 @@ class TargetOutcome:
 
     namespace: str
     deployment: str
-    action: str  # patched | unchanged | hold | dry_run | skipped_hpa | error
+    action: str  # patched | unchanged | hold | dry_run | standby | skipped_hpa | error
     decision: Decision | None = None
     observation: Observation | None = None
     error: str | None = None
@@ -77,7 +77,10 @@ class Controller:
         dry_run: bool = False,
         clock: Callable[[], float] = time.time,
         controller_namespace: str | None = None,
+        may_act: Callable[[], bool] | None = None,
     ) -> None:
+        """`may_act` is the leader-election fence, asked right before every write (patch,
+        Event, state); None means this is the only replica."""
         self.watcher = watcher
         self.kube = kube
         self.metrics = metrics or ControllerMetrics()
@@ -87,6 +90,7 @@ class Controller:
         self._prometheus: PrometheusSource | None = None
         self._prometheus_settings: PrometheusSettings | None = None
         self._controller_namespace = controller_namespace
+        self._may_act = may_act or (lambda: True)
         self.states: dict[tuple[str, str], PolicyState] = {}
         self._loaded_leads: dict[str, LeadTimeState] | None = None  # None until the state ConfigMap was read
         self._persisted: dict[str, str] = {}
@@ -215,7 +219,13 @@ class Controller:
 
         hpa = snapshot.hpa_for(deployment)
         action = "hold"
-        if hpa is not None and not self.dry_run:
+        leading = self._may_act()
+        self.metrics.leader.set(1 if leading else 0)
+        if not leading and not self.dry_run:
+            # a follower decides too (its state stays warm for a failover) but never writes
+            action = "standby"
+            new_state = _without_actions(new_state, state)
+        elif hpa is not None and not self.dry_run:
             action = "skipped_hpa"
             if key not in self._hpa_warned:
                 self._event(
@@ -314,7 +324,7 @@ class Controller:
         return self._loaded_leads.get(state_key(ns, name), LeadTimeState())
 
     def _persist_leads(self) -> None:
-        if self._loaded_leads is None or self.dry_run:
+        if self._loaded_leads is None or self.dry_run or not self._may_act():
             return
         data = dict(self._persisted)
         for (ns, name), state in self.states.items():

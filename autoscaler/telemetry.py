@@ -63,6 +63,9 @@ class ControllerMetrics:
         self.config_reloads = Counter(
             "vllm_autoscaler_config_reloads", "ConfigMap reloads, by result.", ("result",), registry=r
         )
+        self.leader = Gauge(
+            "vllm_autoscaler_leader", "1 while this replica holds the lease and may act.", registry=r
+        )
         self.config_generation = Gauge(
             "vllm_autoscaler_config_generation", "Generation of the config in force.", registry=r
         )

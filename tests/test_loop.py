@@ -339,3 +339,56 @@ def test_health_and_metrics_endpoints(
         server.stop()
         controller.close()
         controller.kube.close()
+
+
+def test_a_follower_decides_but_never_writes(
+    busy_fleet: PrometheusServer, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    seed_cluster(kube_server)
+    config = write_config(tmp_path / "autoscaler.yaml", busy_fleet.url)
+    controller = make_controller(config, kubeconfig_path, Clock(time.time()), may_act=lambda: False)
+    try:
+        [outcome] = controller.tick()
+    finally:
+        controller.close()
+        controller.kube.close()
+    assert outcome.action == "standby" and outcome.decision is not None and outcome.decision.desired_replicas == 4
+    assert kube_server.requests_matching(method="PATCH") == []
+    assert kube_server.requests_matching(method="POST") == []  # no Event, no state ConfigMap
+    assert kube_server.requests_matching(method="PUT") == []
+
+
+def test_run_with_leader_election_stops_cleanly_on_sigterm(
+    busy_fleet: PrometheusServer, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    seed_cluster(kube_server)
+    config = write_config(tmp_path / "autoscaler.yaml", busy_fleet.url)
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env["POD_NAME"] = "controller-0"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoscaler.cli", "run", "--config", str(config), "--kubeconfig",
+         str(kubeconfig_path), "--leader-elect", "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            dep = kube_server.get("deployments", NS, NAME)
+            if dep is not None and dep["spec"]["replicas"] == 4:
+                break
+            time.sleep(0.2)
+        lease = kube_server.get("leases", "autoscaler", "vllm-queue-autoscaler")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "controller-0"
+        assert kube_server.get("deployments", NS, NAME)["spec"]["replicas"] == 4  # type: ignore[index]
+        proc.send_signal(15)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    events = [json.loads(x)["event"] for x in out.splitlines() if x.startswith("{")]
+    assert "stopping" in events
+    # the lease was handed back: a follower takes over at once
+    lease = kube_server.get("leases", "autoscaler", "vllm-queue-autoscaler")
+    assert lease is not None and lease["spec"]["holderIdentity"] in ("", None)
