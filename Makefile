@@ -5,12 +5,15 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint prometheus demo clean
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= vllm-queue-autoscaler
+
+.PHONY: venv test lint prometheus demo experiments bench image deploy-config clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,sim]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -29,9 +32,32 @@ lint: venv
 test: venv prometheus lint
 	$(VENV)/bin/pytest -q
 
-# The decision log of a burst through the decision core, ours vs. HPA on the queue.
+# The decision log of a burst through the decision core (ours vs. HPA on the queue), then
+# 20 minutes of a real trace through the fleet simulator under several policies.
 demo: venv
 	$(PY) -m examples.burst_decision_log
+	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/demo.yaml \
+		--plot simulations/results/demo.png --json simulations/results/demo.json --markdown simulations/results/demo.md
+
+# Long sweeps (hours on 2 cores): every scenario, each policy's knob swept to 99 % SLO attainment.
+experiments: venv
+	for s in azure-code azure-conv servegen-m-mid-2d servegen-m-small-2d; do \
+		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs 2 \
+			--json simulations/results/$$s.json --markdown simulations/results/$$s.md \
+			--plot simulations/results/$$s.png || exit 1; \
+	done
+
+# Speed benchmarks; figures go to benchmarks/results/.
+bench: venv
+	$(PY) benchmarks/bench_sim.py
+
+# The controller image (needs a Docker engine).
+image:
+	docker build -t $(IMAGE):$(VERSION) .
+
+# kustomize reads no file outside deploy/controller; tests/test_deploy.py fails when the copy differs.
+deploy-config:
+	cp config/autoscaler.yaml deploy/controller/autoscaler.yaml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis

@@ -16,10 +16,14 @@ def main() -> None:
 def _register() -> None:
     # Subcommands register themselves here; imports are local so `--help` stays fast.
     from autoscaler.cli_check_config import check_config
+    from autoscaler.cli_lint import lint_command
     from autoscaler.cli_run import run
+    from autoscaler.cli_simulate import simulate
 
     main.add_command(run)
     main.add_command(check_config)
+    main.add_command(lint_command)
+    main.add_command(simulate)
 
 
 _register()

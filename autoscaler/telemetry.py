@@ -27,6 +27,10 @@ class ControllerMetrics:
         self.desired = Gauge("vllm_autoscaler_desired_replicas", "Replicas the last decision asked for.", TARGET, registry=r)
         self.current = Gauge("vllm_autoscaler_current_replicas", "Spec replicas seen at the last tick.", TARGET, registry=r)
         self.ready = Gauge("vllm_autoscaler_ready_replicas", "Ready pods seen at the last tick.", TARGET, registry=r)
+        self.max_replicas = Gauge(
+            "vllm_autoscaler_max_replicas",
+            "The effective upper bound: min(max_replicas, max_gpus // gpus_per_replica).", TARGET, registry=r,
+        )
         self.decisions = Counter(
             "vllm_autoscaler_decisions", "Decisions made, by reason.", (*TARGET, "reason"), registry=r
         )

@@ -1,0 +1,108 @@
+"""`autoscaler simulate`: replay a trace through the fleet model under one or more policies."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+
+@click.command("simulate")
+@click.option("--trace", "trace_path", type=click.Path(exists=False), help="Canonical CSV, or a ServeGen prefix (.../servegen/m-mid).")
+@click.option("--scenario", type=click.Path(exists=True, dir_okay=False), help="A scenario YAML (simulations/scenarios); flags override it.")
+@click.option("--profile", default=None, help="Profile name (simulations/profiles/NAME.yaml) or path. Default qwen3-8b-h100.")
+@click.option("--policy", "policies", multiple=True, help="Policy to run; repeat. Default: all. Known: queue-lead, hpa-queue, hpa-cpu, keda, kpa, aibrix-apa, wva, ray, static-peak, oracle.")
+@click.option("--rate-scale", type=float, default=None, help="Multiply the arrival rate by X.")
+@click.option("--peak-replicas", type=int, default=None, help="Rescale the rate so that the peak needs N replicas.")
+@click.option("--start", type=float, default=None, help="Slice start, seconds into the trace.")
+@click.option("--duration", type=float, default=None, help="Slice length in seconds (default: to the end).")
+@click.option("--dt", type=float, default=None, help="Simulation tick in seconds (default 1).")
+@click.option("--max-replicas", type=int, default=None, help="Every policy's max replicas (default 100).")
+@click.option("--sweep", is_flag=True, help="Sweep each policy's main knob and report the cost to reach 99 %% SLO attainment.")
+@click.option("--jobs", type=int, default=None, help="Worker processes for --sweep (default: CPU count).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write results as JSON.")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None, help="Write a PNG: arrivals, queue, replicas.")
+@click.option("--markdown", "md_out", type=click.Path(dir_okay=False), default=None, help="Write the table as Markdown.")
+def simulate(trace_path: str | None, scenario: str | None, profile: str | None, policies: tuple[str, ...],
+             rate_scale: float | None, peak_replicas: int | None, start: float | None, duration: float | None,
+             dt: float | None, max_replicas: int | None, sweep: bool, jobs: int | None, json_out: str | None,
+             plot_out: str | None, md_out: str | None) -> None:
+    """Simulate a vLLM fleet on a real trace under each policy and print the scoreboard."""
+    from dataclasses import replace
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    from autoscaler.sim.experiment import Scenario, prepare, run_many, run_one, sweep_jobs
+    from autoscaler.sim.policies import POLICIES
+    from autoscaler.sim.runner import RunResult
+    from autoscaler.sim.scoreboard import markdown, rich_table, to_json
+
+    console = Console(width=max(Console().width, 150))
+    if scenario:
+        sc = Scenario.load(scenario)
+    elif trace_path:
+        sc = Scenario(name=Path(trace_path).stem, trace=trace_path)
+    else:
+        raise click.UsageError("give --trace or --scenario")
+    over: dict[str, object] = {}
+    if trace_path and scenario:
+        over["trace"] = trace_path
+    for key, val in (("profile", profile), ("rate_scale", rate_scale), ("peak_replicas", peak_replicas),
+                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas)):
+        if val is not None:
+            over[key] = val
+    if rate_scale is not None:
+        over["peak_replicas"] = None
+    if policies:
+        unknown = [p for p in policies if p not in POLICIES]
+        if unknown:
+            raise click.BadParameter(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+        over["policies"] = tuple(policies)
+    sc = replace(sc, **over)  # type: ignore[arg-type]
+    prep = prepare(sc)
+    desc = (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
+            f"peak needs {prep.peak_need} replicas")
+    console.print(desc)
+    names = list(sc.policies)
+    results: dict[str, RunResult] = {}
+    sweeps: dict[str, list[RunResult]] | None = None
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        if not sweep:
+            for name in names:
+                task = bar.add_task(f"{name:12s}", total=1.0)
+
+                def _tick(f: float, task: TaskID = task) -> None:
+                    bar.update(task, completed=f)
+
+                results[name] = run_one(prep, name, None, progress=_tick)
+                bar.update(task, completed=1.0)
+        else:
+            jobs_list = [(n, None) for n in names] + [j for j in sweep_jobs(names)]
+            task = bar.add_task(f"sweep ({len(jobs_list)} runs)", total=len(jobs_list))
+            done = run_many(prep, jobs_list, workers=jobs or os.cpu_count() or 1,
+                            on_done=lambda r: bar.advance(task))
+            results = {n: done[i] for i, n in enumerate(names)}
+            sweeps = {n: [] for n in names}
+            for r in done[len(names):]:
+                sweeps[r.policy].append(r)
+    meta = {"scenario": sc.name, "trace": prep.trace.describe(), "rate_scale": prep.trace.scale,
+            "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
+            "slo": {"ttft_s": sc.slo_ttft_s, "tpot_s": sc.slo_tpot_s}, "dt_s": sc.dt,
+            "oracle_lower_bound_gpu_hours_u085": prep.oracle_bound_gpu_hours(0.85)}
+    console.print(rich_table(results, sweeps, desc))
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(json.dumps(to_json(results, sweeps, meta), indent=1, default=float))
+    if md_out:
+        Path(md_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(md_out).write_text(f"{desc}\n\n" + markdown(results, sweeps))
+    if plot_out:
+        from autoscaler.sim.plot import plot
+
+        Path(plot_out).parent.mkdir(parents=True, exist_ok=True)
+        plot(results, plot_out, desc)
+        console.print(f"plot: {plot_out}")

@@ -1,0 +1,270 @@
+"""Read Kubernetes manifests (multi-document YAML or JSON) and keep the line of every node.
+
+Inputs: files, folders (walked recursively for `*.yaml`, `*.yml`, `*.json`) and `-` (stdin, e.g.
+`kubectl kustomize DIR | autoscaler lint -`). In a folder that holds a kustomization, the files
+it uses as patches or generator sources are not manifests and are skipped; the kustomization
+file itself too. Only documents that are mappings count; `kind: List` is expanded into its
+items.
+
+Mappings and sequences are loaded as `YMap` / `YList`: a dict / list that also knows its own
+line and the line of each key / item, so that a finding can point at the exact field.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+__all__ = [
+    "Document",
+    "InputError",
+    "LoadResult",
+    "YList",
+    "YMap",
+    "line_of",
+    "load_inputs",
+    "load_text",
+]
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+
+class YMap(dict[Any, Any]):
+    """A YAML mapping with `line` (1-based, where it starts) and `key_lines` (key -> line)."""
+
+    line: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key_lines: dict[Any, int] = {}
+
+    def line_of(self, key: Any) -> int:
+        """Line of `key` in this mapping; the mapping's own line when the key is absent."""
+        return self.key_lines.get(key, self.line)
+
+
+class YList(list[Any]):
+    """A YAML sequence with `line` and `item_lines` (index -> line)."""
+
+    line: int = 0
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.item_lines: list[int] = []
+
+    def line_of(self, index: int) -> int:
+        return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
+
+
+def line_of(obj: Any, *path: Any, default: int = 0) -> int:
+    """The line of the deepest node of `path` that exists under `obj` (a `YMap`/`YList`).
+
+    `line_of(container, "resources", "limits")` is the line of `limits:` when present, else of
+    `resources:`, else of the container itself.
+    """
+    line = getattr(obj, "line", 0) or default
+    node = obj
+    for key in path:
+        if isinstance(node, YMap) and key in node:
+            line = node.line_of(key)
+            node = node[key]
+        elif isinstance(node, YList) and isinstance(key, int) and 0 <= key < len(node):
+            line = node.line_of(key)
+            node = node[key]
+        else:
+            break
+    return line
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader building `YMap`/`YList` (merge keys `<<` and anchors work as usual)."""
+
+
+def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[YMap]:
+    data = YMap()
+    data.line = node.start_mark.line + 1
+    yield data
+    data.update(loader.construct_mapping(node))  # flattens `<<` merges into node.value first
+    for key_node, _ in node.value:
+        try:
+            data.key_lines.setdefault(loader.construct_object(key_node), key_node.start_mark.line + 1)
+        except TypeError:  # an unhashable key: construct_mapping has already refused it
+            continue
+
+
+def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> Iterator[YList]:
+    data = YList()
+    data.line = node.start_mark.line + 1
+    yield data
+    data.extend(loader.construct_sequence(node))
+    data.item_lines = [item.start_mark.line + 1 for item in node.value]
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+
+
+class InputError(Exception):
+    """An input that cannot be read or parsed; the message is one line naming the source."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One manifest: its mapping, the file it came from and the line where it starts."""
+
+    source: str
+    line: int
+    data: YMap
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind") or "")
+
+    @property
+    def api_version(self) -> str:
+        return str(self.data.get("apiVersion") or "")
+
+    @property
+    def metadata(self) -> YMap:
+        meta = self.data.get("metadata")
+        return meta if isinstance(meta, YMap) else YMap()
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name") or "")
+
+    @property
+    def namespace(self) -> str | None:
+        """metadata.namespace; None when the manifest leaves it to `kubectl -n` / kustomize."""
+        ns = self.metadata.get("namespace")
+        return str(ns) if ns else None
+
+
+def load_text(text: str, source: str) -> list[Document]:
+    """Every mapping document of `text` (a `kind: List` gives its items). Raises `InputError`."""
+    documents: list[Document] = []
+    try:
+        for data in yaml.load_all(text, Loader=_LineLoader):  # noqa: S506 - a SafeLoader subclass
+            if not isinstance(data, YMap):
+                continue  # empty documents, and scalars or lists that are no manifests
+            if data.get("kind") == "List" and isinstance(data.get("items"), YList):
+                documents += [Document(source, item.line, item) for item in data["items"] if isinstance(item, YMap)]
+            else:
+                documents.append(Document(source, data.line, data))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+        raise InputError(f"{where}: invalid YAML: {exc.problem or exc.context or 'unknown error'}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: invalid YAML: {exc}") from None
+    return documents
+
+
+def _read(path: Path, source: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: cannot read: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _kustomization_inputs(folder: Path) -> set[Path]:
+    """Files a kustomization in `folder` uses as patches or generator sources (not manifests),
+    and the kustomization file itself."""
+    used: set[Path] = set()
+    for name in KUSTOMIZATION_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        used.add(path.resolve())
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # a broken kustomization is kustomize's problem, not lint's
+        if not isinstance(data, dict):
+            continue
+        refs: list[str] = []
+        for key in ("patches", "patchesJson6902", "replacements"):
+            refs += [str(p["path"]) for p in data.get(key) or [] if isinstance(p, dict) and p.get("path")]
+        # patchesStrategicMerge entries are file paths or inline patches (YAML text)
+        refs += [p for p in data.get("patchesStrategicMerge") or [] if isinstance(p, str) and "\n" not in p]
+        for key in ("configMapGenerator", "secretGenerator"):
+            for gen in data.get(key) or []:
+                if not isinstance(gen, dict):
+                    continue
+                refs += [str(f).split("=", 1)[-1] for f in gen.get("files") or []]
+                refs += [str(e) for e in gen.get("envs") or []] + ([str(gen["env"])] if gen.get("env") else [])
+        used |= {(folder / ref).resolve() for ref in refs}
+    return used
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    """Manifest files under `folder`, sorted, hidden folders and kustomize inputs left out."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        here = Path(root)
+        skip = _kustomization_inputs(here)
+        for name in sorted(files):
+            path = here / name
+            if name.endswith(MANIFEST_SUFFIXES) and not name.startswith(".") and path.resolve() not in skip:
+                yield path
+
+
+@dataclass
+class LoadResult:
+    """What `load_inputs` read: the documents, the files they came from, and the inputs that
+    could not be read (one line each)."""
+
+    documents: list[Document] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
+    """Load every document of `inputs` (paths, folders, `-`). Unreadable inputs are collected in
+    `errors`, the others are still loaded."""
+    result = LoadResult()
+    for arg in _unique(inputs):
+        if arg == STDIN:
+            _load_one(result, STDIN_NAME, (stdin or sys.stdin).read)
+            continue
+        path = Path(arg)
+        if path.is_dir():
+            found = list(_walk(path))
+            if not found:
+                result.errors.append(f"{arg}: no *.yaml, *.yml or *.json file in this folder")
+            for file in found:
+                _load_one(result, str(file), partial(_read, file, str(file)))
+        elif path.exists():
+            _load_one(result, arg, partial(_read, path, arg))
+        else:
+            result.errors.append(f"{arg}: cannot read: no such file or folder")
+    return result
+
+
+def _load_one(result: LoadResult, source: str, read: Callable[[], str]) -> None:
+    try:
+        text = read()
+        result.documents += load_text(text, source)
+    except InputError as exc:
+        result.errors.append(str(exc))
+        return
+    except OSError as exc:  # stdin closed or unreadable
+        result.errors.append(f"{source}: cannot read: {exc}")
+        return
+    result.files.append(source)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -1,0 +1,649 @@
+"""The lint rules: one small check per pitfall of running vLLM on Kubernetes, each with a stable
+id (`VQA001`...), a name, a severity, and the fix.
+
+Every check receives the `LintContext` of one run (all documents, the workloads among them,
+HPAs, Nodes, and the Deployments our controller scales) and yields `Hit`s; `lint()` turns them
+into `Finding`s with the rule's id, severity and fix. Ids are never reused or renumbered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from autoscaler.cluster import LabelSelector, Taint, Toleration
+from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
+from autoscaler.lint.loader import Document, YList, YMap, line_of
+from autoscaler.lint.workload import (
+    LINT_IGNORE_ANNOTATION,
+    MANAGED_ANNOTATION,
+    Container,
+    Workload,
+    image_reference,
+    is_gpu_resource,
+)
+
+__all__ = ["RULES", "ControllerTarget", "Hit", "LintContext", "Rule", "lint", "resolve_rule"]
+
+CONFIG_KEY = "autoscaler.yaml"  # the controller's ConfigMap data key
+DEFAULT_HF_HOME = "/root/.cache/huggingface"  # the vLLM image runs as root
+HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN", "HF_API_TOKEN")
+HF_TOKEN_PREFIX = "hf_"
+DEFAULT_GPU_MEMORY_UTILIZATION = "0.9"
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+_PERSISTENT_SOURCES = frozenset({
+    "persistentVolumeClaim", "hostPath", "nfs", "csi", "image", "iscsi", "cephfs", "glusterfs", "rbd", "fc",
+    "azureFile", "azureDisk", "awsElasticBlockStore", "gcePersistentDisk", "portworxVolume", "flexVolume",
+})
+_GPU_SHARING_LABELS = (
+    "cloud.google.com/gke-gpu-sharing-strategy",
+    "cloud.google.com/gke-max-shared-clients-per-gpu",
+    "nvidia.com/gpu.sharing-strategy",
+)
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class ControllerTarget:
+    """A Deployment our controller scales, and where the input says so."""
+
+    namespace: str | None  # None: the manifest leaves the namespace open
+    deployment: str
+    origin: str
+
+
+def _same_namespace(a: str | None, b: str | None) -> bool:
+    """Namespaces match when equal, or when a manifest leaves its own open (`kubectl -n`)."""
+    return a is None or b is None or a == b
+
+
+def _ymap(value: Any) -> YMap:
+    return value if isinstance(value, YMap) else YMap()
+
+
+def _ylist(value: Any) -> YList:
+    return value if isinstance(value, YList) else YList()
+
+
+def _config_targets(data: Any, origin: str) -> list[ControllerTarget]:
+    if not isinstance(data, dict):
+        return []
+    targets = data.get("targets")
+    return [
+        ControllerTarget(str(t["namespace"]) if t.get("namespace") else None, str(t["deployment"]), origin)
+        for t in targets if isinstance(t, dict) and t.get("deployment")
+    ] if isinstance(targets, list) else []
+
+
+class LintContext:
+    """Everything one lint run looked at."""
+
+    def __init__(self, documents: Sequence[Document], options: LintOptions) -> None:
+        self.documents = list(documents)
+        self.options = options
+        self.workloads = [w for d in self.documents if (w := Workload.from_document(d)) is not None]
+        self.vllm_workloads = [w for w in self.workloads if w.is_vllm]
+        self.hpas = [d for d in self.documents if d.kind == "HorizontalPodAutoscaler"]
+        self.nodes = [d for d in self.documents if d.kind == "Node"]
+        self.targets = self._controller_targets()
+
+    def _controller_targets(self) -> list[ControllerTarget]:
+        targets: list[ControllerTarget] = []
+        for doc in self.documents:
+            where = f"{doc.source}:{doc.line}"
+            if doc.kind == "ConfigMap":
+                text = _ymap(doc.data.get("data")).get(CONFIG_KEY)
+                if isinstance(text, str):
+                    try:
+                        parsed = yaml.safe_load(text)
+                    except yaml.YAMLError:
+                        continue
+                    ref = ObjectRef("ConfigMap", doc.name, doc.namespace)
+                    targets += _config_targets(parsed, f"listed in {ref} ({where})")
+            elif not doc.kind and "targets" in doc.data:  # the controller's config file itself
+                targets += _config_targets(doc.data, f"listed in the controller config {where}")
+        for wl in self.workloads:
+            if wl.kind == "Deployment" and wl.opted_in:
+                targets.append(ControllerTarget(wl.namespace, wl.name, f'annotated {MANAGED_ANNOTATION}: "true"'))
+        return targets
+
+    def controller_target(self, namespace: str | None, deployment: str) -> ControllerTarget | None:
+        for target in self.targets:
+            if target.deployment == deployment and _same_namespace(target.namespace, namespace):
+                return target
+        return None
+
+    def hpa_target(self, hpa: Document) -> tuple[str, str]:
+        ref = _ymap(_ymap(hpa.data.get("spec")).get("scaleTargetRef"))
+        return str(ref.get("kind") or ""), str(ref.get("name") or "")
+
+    def hpas_of(self, wl: Workload) -> list[Document]:
+        return [
+            hpa for hpa in self.hpas
+            if self.hpa_target(hpa) == (wl.kind, wl.name) and _same_namespace(hpa.namespace, wl.namespace)
+        ]
+
+    def workload_of(self, hpa: Document) -> Workload | None:
+        kind, name = self.hpa_target(hpa)
+        for wl in self.workloads:
+            if (wl.kind, wl.name) == (kind, name) and _same_namespace(hpa.namespace, wl.namespace):
+                return wl
+        return None
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a check found: in which object, at which line; the rule supplies id, severity and fix
+    (a hit may lower or raise the severity when the evidence is weaker or stronger)."""
+
+    obj: Document
+    line: int
+    message: str
+    container: str | None = None
+    severity: Severity | None = None
+
+
+Check = Callable[[LintContext], Iterable[Hit]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+    fix: str
+    check: Check
+    pitfall: int | None = None  # its number in the README's "seven ways vLLM dies on Kubernetes"
+
+
+RULES: list[Rule] = []
+
+
+def rule(id_: str, name: str, severity: Severity, summary: str, fix: str,
+         pitfall: int | None = None) -> Callable[[Check], Check]:
+    def register(check: Check) -> Check:
+        RULES.append(Rule(id_, name, severity, summary, fix, check, pitfall))
+        return check
+
+    return register
+
+
+def resolve_rule(key: str) -> Rule | None:
+    """The rule with this id (any case) or name."""
+    for r in RULES:
+        if key.upper() == r.id or key.lower() == r.name:
+            return r
+    return None
+
+
+def _vllm_containers(ctx: LintContext) -> Iterator[tuple[Workload, Container]]:
+    for wl in ctx.vllm_workloads:
+        for c in wl.vllm_containers:
+            yield wl, c
+
+
+@rule("VQA001", "gpu-limit-missing", Severity.ERROR,
+      "vLLM container without a GPU limit",
+      'set resources.limits["nvidia.com/gpu"] to the GPUs one server uses (tensor x pipeline parallel size)', pitfall=1)
+def _gpu_limit_missing(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        if c.gpus > 0 or c.dra_claims:
+            continue
+        requested = sorted(str(n) for n in c.resource_requests() if is_gpu_resource(str(n)))
+        if requested:
+            message = (f"{requested[0]} is in resources.requests only: extended resources need a limit, "
+                       "the API server rejects the pod")
+        else:
+            message = ("no GPU limit: nothing reserves a GPU for the server, so the pod can land on a node "
+                       "without a free GPU and vLLM fails to start, or share one with another pod")
+        yield Hit(wl.doc, line_of(c.spec, "resources", "limits"), message, c.name)
+
+
+def _gpu_selector_keys(wl: Workload) -> list[str]:
+    """Node labels the pod template selects that name GPU hardware (nodeSelector, required affinity)."""
+    keys = [str(k) for k in _ymap(wl.pod.get("nodeSelector"))]
+    required = _ymap(_ymap(_ymap(wl.pod.get("affinity")).get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
+    for term in _ylist(required.get("nodeSelectorTerms")):
+        keys += [str(_ymap(e).get("key")) for e in _ylist(_ymap(term).get("matchExpressions"))]
+    return [k for k in keys if "gpu" in k.lower() or "accelerator" in k.lower()]
+
+
+def _node_is_gpu(node: Document) -> bool:
+    status = _ymap(node.data.get("status"))
+    resources = [str(k) for part in ("capacity", "allocatable") for k in _ymap(status.get(part))]
+    labels = [str(k) for k in _ymap(node.metadata.get("labels"))]
+    taints = [str(_ymap(t).get("key")) for t in _ylist(_ymap(node.data.get("spec")).get("taints"))]
+    return (any(is_gpu_resource(r) for r in resources)
+            or any("gpu" in k.lower() or "accelerator" in k.lower() for k in labels + taints))
+
+
+def _node_selected(wl: Workload, node: Document) -> bool:
+    labels = {str(k): str(v) for k, v in _ymap(node.metadata.get("labels")).items()}
+    if any(labels.get(str(k)) != str(v) for k, v in _ymap(wl.pod.get("nodeSelector")).items()):
+        return False
+    required = _ymap(_ymap(_ymap(wl.pod.get("affinity")).get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = [LabelSelector.from_object({"matchExpressions": _ymap(t).get("matchExpressions")})
+             for t in _ylist(required.get("nodeSelectorTerms"))]
+    return not terms or any(term.matches(labels) for term in terms)
+
+
+@rule("VQA002", "gpu-toleration-missing", Severity.ERROR,
+      "GPU nodes are tainted but the pod template tolerates no GPU taint",
+      "add the GPU nodes' taint to spec.template.spec.tolerations "
+      "(commonly key nvidia.com/gpu, operator Exists, effect NoSchedule)", pitfall=1)
+def _gpu_toleration_missing(ctx: LintContext) -> Iterator[Hit]:
+    gpu_nodes = [n for n in ctx.nodes if _node_is_gpu(n)]
+    for wl in ctx.vllm_workloads:
+        selector_keys = _gpu_selector_keys(wl)
+        if wl.gpus == 0 and not selector_keys:
+            continue
+        raw = _ylist(wl.pod.get("tolerations"))
+        tolerations = [Toleration.from_object(t) for t in raw]
+        line = raw.line if raw else line_of(wl.template, "spec")
+        candidates = [n for n in gpu_nodes if _node_selected(wl, n)]
+        if candidates:
+            blocked: list[tuple[Document, Taint]] = []
+            for node in candidates:
+                taints = [Taint.from_object(t) for t in _ylist(_ymap(node.data.get("spec")).get("taints"))]
+                missing = [t for t in taints if t.effect in _BLOCKING_EFFECTS
+                           and not any(tol.tolerates(t) for tol in tolerations)]
+                if not missing:
+                    break
+                blocked.append((node, missing[0]))
+            else:
+                node, taint = blocked[0]
+                shown = f"{taint.key}={taint.value}:{taint.effect}" if taint.value else f"{taint.key}:{taint.effect}"
+                yield Hit(wl.doc, line, f"no GPU node in the input accepts the pod: Node {node.name} has taint "
+                                        f"{shown} and the pod template has no toleration for it")
+            continue
+        if selector_keys and not any(
+            (t.operator == "Exists" and not t.key)
+            or any(word in f"{t.key} {t.value}".lower() for word in ("gpu", "nvidia", "accelerator"))
+            for t in tolerations
+        ):
+            yield Hit(wl.doc, line, f"it selects GPU nodes ({selector_keys[0]}) but tolerates no GPU taint: "
+                                    "GPU node pools are usually tainted (nvidia.com/gpu:NoSchedule) and the pod "
+                                    "then stays Pending, unless the cluster adds the toleration itself "
+                                    "(the ExtendedResourceToleration admission plugin, as on GKE)",
+                      severity=Severity.WARNING)
+
+
+def _probe_budget(probe: YMap) -> tuple[int, int, int, int]:
+    """(seconds before the probe gives up, initialDelaySeconds, failureThreshold, periodSeconds)."""
+
+    def number(key: str, default: int) -> int:
+        value = probe.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    delay = number("initialDelaySeconds", 0)
+    threshold, period = number("failureThreshold", 3), number("periodSeconds", 10)
+    return delay + threshold * period, delay, threshold, period
+
+
+@rule("VQA003", "liveness-without-startup-probe", Severity.ERROR,
+      "livenessProbe without a startupProbe",
+      "add a startupProbe on /health whose failureThreshold x periodSeconds covers the model load "
+      "(e.g. 60 x 10 s); liveness only starts after it succeeds", pitfall=2)
+def _liveness_without_startup(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        liveness = c.spec.get("livenessProbe")
+        if not isinstance(liveness, YMap) or "startupProbe" in c.spec:
+            continue
+        budget, delay, _, _ = _probe_budget(liveness)
+        if budget < ctx.options.model_load_seconds:
+            message = (f"livenessProbe without a startupProbe: the kubelet restarts the container {budget} s after "
+                       f"it starts, while loading the model can take {ctx.options.model_load_seconds} s, so it may "
+                       "restart forever and never become ready")
+        else:
+            message = (f"livenessProbe without a startupProbe: its initialDelaySeconds ({delay} s) guesses the load "
+                       "time on every start; a hung server is only restarted after that long")
+        yield Hit(wl.doc, c.spec.line_of("livenessProbe"), message, c.name)
+
+
+@rule("VQA004", "startup-budget-too-short", Severity.ERROR,
+      "startupProbe gives up before the model can load",
+      "raise startupProbe.failureThreshold (or periodSeconds) so that initialDelaySeconds + "
+      "failureThreshold x periodSeconds covers the worst model load (weights download included)", pitfall=2)
+def _startup_budget(ctx: LintContext) -> Iterator[Hit]:
+    need = ctx.options.model_load_seconds
+    for wl, c in _vllm_containers(ctx):
+        probe = c.spec.get("startupProbe")
+        if not isinstance(probe, YMap):
+            continue
+        budget, delay, threshold, period = _probe_budget(probe)
+        if budget < need:
+            yield Hit(wl.doc, c.spec.line_of("startupProbe"),
+                      f"startupProbe allows {budget} s (initialDelaySeconds {delay} + failureThreshold {threshold} "
+                      f"x periodSeconds {period}) but loading the model can take {need} s: the container is "
+                      "killed while loading", c.name)
+
+
+@rule("VQA005", "readiness-probe-missing", Severity.ERROR,
+      "vLLM container without a readinessProbe",
+      "add a readinessProbe: httpGet /health on the server port (e.g. periodSeconds 5, failureThreshold 3)", pitfall=2)
+def _readiness_missing(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        if "readinessProbe" not in c.spec:
+            yield Hit(wl.doc, c.spec.line, "no readinessProbe: the pod is Ready as soon as the container starts, "
+                                           "so the Service sends it requests and the autoscaler counts it as "
+                                           "serving capacity minutes before the model is loaded", c.name)
+
+
+def _mount_for(c: Container, path: str) -> YMap | None:
+    """The volumeMount whose mountPath holds `path` (the longest one)."""
+    best: YMap | None = None
+    for mount in _ylist(c.spec.get("volumeMounts")):
+        mount_path = str(_ymap(mount).get("mountPath") or "").rstrip("/") or "/"
+        if path == mount_path or path.startswith(mount_path.rstrip("/") + "/"):
+            if best is None or len(mount_path) > len(str(best.get("mountPath"))):
+                best = mount
+    return best
+
+
+@rule("VQA006", "shm-missing", Severity.ERROR,
+      "multi-GPU vLLM without a memory-backed /dev/shm",
+      "mount an emptyDir {medium: Memory, sizeLimit: ...} at /dev/shm and raise the memory limit by its size",
+      pitfall=3)
+def _shm_missing(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        if max(c.parallel_gpus, c.gpus) < 2 or wl.pod.get("hostIPC") is True:
+            continue
+        mount = _mount_for(c, "/dev/shm")
+        volume = wl.volume(str(mount.get("name"))) if mount is not None else None
+        source = _ymap(volume.get("emptyDir")) if volume is not None else YMap()
+        if mount is not None and source.get("medium") == "Memory":
+            continue
+        tp = c.flags.get("--tensor-parallel-size")
+        why = f"--tensor-parallel-size {tp}" if c.parallel_gpus >= 2 and tp else f"{max(c.parallel_gpus, c.gpus)} GPUs"
+        state = "a /dev/shm that is not memory-backed" if mount is not None else "the container's 64 MiB /dev/shm"
+        line = mount.line if mount is not None else line_of(c.spec, "volumeMounts")
+        yield Hit(wl.doc, line, f"{why} with {state}: the workers exchange tensors through shared memory, and "
+                                "NCCL fails or hangs when it runs out", c.name)
+
+
+@rule("VQA007", "max-model-len-missing", Severity.WARNING,
+      "no explicit --max-model-len",
+      "pass --max-model-len (e.g. 32768 for Qwen3-8B) sized to the requests you serve and the KV cache you have",
+      pitfall=4)
+def _max_model_len_missing(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        if c.flags_known and "--max-model-len" not in c.flags and "--config" not in c.flags:
+            yield Hit(wl.doc, line_of(c.spec, "args") if "args" in c.spec else line_of(c.spec, "command"),
+                      "no --max-model-len: vLLM uses the model's full context length, which sets how many "
+                      "sequences fit in the KV cache per replica, and refuses to start when one full-length "
+                      "sequence does not fit", c.name)
+
+
+def _sees_gpus_unallocated(c: Container) -> bool:
+    """A container that sees GPUs through NVIDIA_VISIBLE_DEVICES without a GPU of its own."""
+    visible = (c.env_literal("NVIDIA_VISIBLE_DEVICES") or "").strip().lower()
+    return c.gpus == 0 and "NVIDIA_VISIBLE_DEVICES" in c.env and visible not in ("none", "void")
+
+
+@rule("VQA008", "gpu-shared", Severity.ERROR,
+      "--gpu-memory-utilization while another container shares the GPU",
+      "run one vLLM per GPU: give every server its own GPU (its own pod and nvidia.com/gpu limit); "
+      "if sharing is deliberate, make the --gpu-memory-utilization of all sharers add up to at most 0.9", pitfall=4)
+def _gpu_shared(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        if c.gpus == 0:
+            continue
+        util = c.flags.get("--gpu-memory-utilization") or DEFAULT_GPU_MEMORY_UTILIZATION
+        line = line_of(c.spec, "args")
+        sharers = [o.name for o in wl.containers if o is not c and _sees_gpus_unallocated(o)]
+        shared_resource = sorted(n for n in c.gpu_resources() if n.endswith(".shared"))
+        sharing_labels = [k for k in _GPU_SHARING_LABELS if k in _ymap(wl.pod.get("nodeSelector"))]
+        if sharers:
+            yield Hit(wl.doc, line, f"container {sharers[0]} also uses this pod's GPUs (NVIDIA_VISIBLE_DEVICES) "
+                                    f"while vLLM reserves {util} of the GPU memory for itself: one of them runs "
+                                    "out of memory", c.name)
+        elif shared_resource or sharing_labels:
+            how = shared_resource[0] if shared_resource else f"nodeSelector {sharing_labels[0]}"
+            yield Hit(wl.doc, line, f"the GPU is time-sliced with other pods ({how}) while vLLM reserves {util} of "
+                                    "its memory: the next server on that GPU runs out of memory", c.name)
+
+
+def _persistent(wl: Workload, volume_name: str) -> tuple[bool, str]:
+    """(whether the volume outlives the pod, its source type)."""
+    if volume_name in wl.claim_template_names():
+        return True, "volumeClaimTemplate"
+    volume = wl.volume(volume_name)
+    if volume is None:
+        return False, "undefined volume"
+    source = next((str(k) for k in volume if k != "name"), "unknown")
+    if source == "ephemeral":  # a new PVC per pod: persistent only when cloned from a pre-filled source
+        spec = _ymap(_ymap(_ymap(volume.get("ephemeral")).get("volumeClaimTemplate")).get("spec"))
+        return bool(spec.get("dataSource") or spec.get("dataSourceRef")), source
+    return source in _PERSISTENT_SOURCES, source
+
+
+@rule("VQA009", "model-cache-missing", Severity.WARNING,
+      "model weights not cached on a persistent volume",
+      "mount a PersistentVolumeClaim (ReadWriteMany, shared by all replicas) and point HF_HOME at it", pitfall=5)
+def _model_cache_missing(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        model = c.model or ""
+        variable: str | None = None
+        if model.startswith("/"):
+            if _mount_for(c, model) is None:
+                continue  # weights baked into the image: pulled with it, never downloaded
+            what, path, line = f"the model path {model}", model, line_of(c.spec, "args")
+        elif c.flags.get("--download-dir"):
+            path = str(c.flags["--download-dir"])
+            what, line = f"--download-dir {path}", line_of(c.spec, "args")
+        else:
+            variable = next((v for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME") if v in c.env), None)
+            if variable is None:
+                what, path = "the default HF_HOME", DEFAULT_HF_HOME
+                line = line_of(c.spec, "env") if "env" in c.spec else c.spec.line
+            else:
+                value = c.env_literal(variable)
+                if value is None:
+                    continue  # set from a ConfigMap or Secret: cannot tell where it points
+                what, path, line = f"{variable}={value}", value, c.env[variable].line
+        if not path.startswith("/"):
+            continue  # relative to the working directory: cannot tell
+        mount = _mount_for(c, path)
+        if mount is not None:
+            persistent, source = _persistent(wl, str(mount.get("name")))
+            if persistent:
+                continue
+            message = (f"{what} is on volume {mount.get('name')} ({source}), which is gone with the pod: every new "
+                       "replica fetches the weights again, adding minutes to each scale-up")
+            line = mount.line
+        elif variable is None and path == DEFAULT_HF_HOME:
+            message = ("no HF_HOME and no model cache volume: every new replica downloads the weights into the "
+                       "container's filesystem, adding minutes to each scale-up")
+        else:
+            message = (f"{what} is on the container's filesystem: every new replica downloads the weights again, "
+                       "adding minutes to each scale-up")
+        yield Hit(wl.doc, line, message, c.name)
+
+
+def _redact(token: str) -> str:
+    return token[:5] + "..." if len(token) > 5 else "..."
+
+
+def _token_in(text: str) -> str | None:
+    for word in text.replace("=", " ").replace('"', " ").replace("'", " ").split():
+        if word.startswith(HF_TOKEN_PREFIX) and len(word) >= 20 and word[3:].isalnum():
+            return word
+    return None
+
+
+@rule("VQA010", "hf-token-literal", Severity.ERROR,
+      "Hugging Face token written into the manifest",
+      "store the token in a Secret and use env[].valueFrom.secretKeyRef; revoke the token that was committed",
+      pitfall=5)
+def _hf_token_literal(ctx: LintContext) -> Iterator[Hit]:
+    for wl in ctx.vllm_workloads:
+        for c in wl.all_containers():
+            for name, entry in c.env.items():
+                value = c.env_literal(name)
+                if not value:
+                    continue
+                token = _token_in(value)
+                if token or (name in HF_TOKEN_VARIABLES and "$(" not in value):
+                    shown = _redact(token or value)
+                    yield Hit(wl.doc, entry.line, f"env {name} holds a literal token ({shown}): anyone who can read "
+                                                  "the manifest, its repository or the Deployment has it", c.name)
+            for key in ("command", "args"):
+                items = _ylist(c.spec.get(key))
+                for i, item in enumerate(items):
+                    token = _token_in(str(item))
+                    if token:
+                        yield Hit(wl.doc, items.line_of(i), f"{key} holds a literal Hugging Face token "
+                                                            f"({_redact(token)})", c.name)
+
+
+@rule("VQA011", "image-latest", Severity.ERROR,
+      "container image not pinned (`:latest` or no tag)",
+      "pin a release tag (e.g. vllm/vllm-openai:v0.11.0) or a digest, and upgrade on purpose")
+def _image_latest(ctx: LintContext) -> Iterator[Hit]:
+    for wl in ctx.vllm_workloads:
+        for c in wl.all_containers():
+            if not c.image:
+                continue
+            _, tag, digest = image_reference(c.image)
+            if digest is None and tag in (None, "latest"):
+                yield Hit(wl.doc, c.spec.line_of("image"),
+                          f"image {c.image} is not pinned: a restart or a new node may pull another vLLM version, "
+                          "with other flags, defaults and metric names than the ones tested", c.name)
+
+
+def _hpa_resource_metrics(hpa: Document) -> tuple[list[str], int]:
+    """CPU/memory metrics an HPA scales on (autoscaling/v1 and an empty metrics list mean CPU)."""
+    spec = _ymap(hpa.data.get("spec"))
+    if hpa.api_version == "autoscaling/v1":
+        return ["cpu"], spec.line_of("targetCPUUtilizationPercentage") if spec else hpa.line
+    metrics = _ylist(spec.get("metrics"))
+    if not metrics:
+        return ["cpu"], spec.line if spec else hpa.line  # the HPA default: 80 % CPU
+    found: list[str] = []
+    line = metrics.line
+    for i, metric in enumerate(metrics):
+        metric = _ymap(metric)
+        for key in ("resource", "containerResource"):
+            name = str(_ymap(metric.get(key)).get("name") or "")
+            if name in ("cpu", "memory"):
+                if not found:
+                    line = metrics.line_of(i)
+                found.append(name)
+    return found, line
+
+
+@rule("VQA012", "hpa-cpu-memory", Severity.ERROR,
+      "HorizontalPodAutoscaler scales a vLLM workload on CPU or memory",
+      "delete the HPA and list the Deployment in the vllm-queue-autoscaler ConfigMap "
+      "(queue depth and KV-cache usage, not CPU, show a vLLM server's load)", pitfall=6)
+def _hpa_cpu_memory(ctx: LintContext) -> Iterator[Hit]:
+    for hpa in ctx.hpas:
+        wl = ctx.workload_of(hpa)
+        if wl is None or not wl.is_vllm:
+            continue
+        metrics, line = _hpa_resource_metrics(hpa)
+        if metrics:
+            yield Hit(hpa, line, f"it scales {wl.kind} {wl.name} (vLLM) on {' and '.join(dict.fromkeys(metrics))}: "
+                                 "a GPU-bound server's CPU and memory stay flat while its queue grows")
+
+
+@rule("VQA013", "hpa-and-controller", Severity.ERROR,
+      "an HPA and vllm-queue-autoscaler both target the same Deployment",
+      "delete the HPA (vllm-queue-autoscaler replaces it), or take the Deployment out of the "
+      "controller's targets and drop its opt-in annotation", pitfall=6)
+def _hpa_and_controller(ctx: LintContext) -> Iterator[Hit]:
+    for hpa in ctx.hpas:
+        kind, name = ctx.hpa_target(hpa)
+        if kind != "Deployment":
+            continue
+        target = ctx.controller_target(hpa.namespace, name)
+        if target is not None:
+            spec = _ymap(hpa.data.get("spec"))
+            yield Hit(hpa, spec.line_of("scaleTargetRef") if spec else hpa.line,
+                      f"it scales Deployment {name}, which vllm-queue-autoscaler also targets ({target.origin}): "
+                      "the controller stands aside while an HPA exists, and two scalers would fight over replicas")
+
+
+@rule("VQA014", "max-surge-with-gpu", Severity.ERROR,
+      "GPU Deployment rolls out with maxSurge > 0",
+      "set strategy.rollingUpdate to maxSurge: 0, maxUnavailable: 1 (replace pods in place, GPU by GPU)", pitfall=7)
+def _max_surge_with_gpu(ctx: LintContext) -> Iterator[Hit]:
+    for wl in ctx.vllm_workloads:
+        if wl.kind != "Deployment" or wl.gpus == 0:
+            continue
+        strategy = _ymap(wl.spec.get("strategy"))
+        if strategy.get("type") == "Recreate":
+            continue
+        rolling = _ymap(strategy.get("rollingUpdate"))
+        surge = rolling.get("maxSurge", "25%")
+        if surge in (0, "0", "0%"):
+            continue
+        default = "" if "maxSurge" in rolling else " (the default)"
+        line = line_of(wl.spec, "strategy", "rollingUpdate", "maxSurge")
+        yield Hit(wl.doc, line, f"maxSurge {surge}{default} with {wl.gpus} GPU(s) per pod: each rollout step needs "
+                                "a spare GPU; on a full GPU pool the new pod stays Pending and the rollout stalls")
+
+
+@rule("VQA015", "replicas-in-managed-manifest", Severity.WARNING,
+      "spec.replicas set in the manifest of an autoscaled Deployment",
+      "remove spec.replicas from the manifest: the autoscaler owns it, and every kubectl apply would reset it",
+      pitfall=6)
+def _replicas_in_managed(ctx: LintContext) -> Iterator[Hit]:
+    for wl in ctx.vllm_workloads:
+        if "replicas" not in wl.spec or _live_object(wl.doc):
+            continue
+        target = ctx.controller_target(wl.namespace, wl.name) if wl.kind == "Deployment" else None
+        hpas = ctx.hpas_of(wl)
+        if target is None and not hpas:
+            continue
+        who = "vllm-queue-autoscaler" if target is not None else f"HorizontalPodAutoscaler {hpas[0].name}"
+        yield Hit(wl.doc, wl.spec.line_of("replicas"),
+                  f"spec.replicas is {wl.spec.get('replicas')} while {who} scales it: every kubectl apply of this "
+                  "manifest resets the replica count the autoscaler chose")
+
+
+def _live_object(doc: Document) -> bool:
+    """An object read from a cluster (`kubectl get -o yaml`), not a manifest: the API server
+    always fills in spec.replicas there."""
+    return "status" in doc.data or any(k in doc.metadata for k in ("uid", "resourceVersion", "creationTimestamp"))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _ignored_by_annotation(doc: Document) -> set[str]:
+    value = _ymap(doc.metadata.get("annotations")).get(LINT_IGNORE_ANNOTATION)
+    return {part.strip() for part in str(value or "").split(",") if part.strip()}
+
+
+def lint(documents: Sequence[Document], options: LintOptions | None = None) -> tuple[list[Finding], LintContext]:
+    """Run every rule over `documents`; findings sorted by file and line, without duplicates."""
+    options = options or LintOptions()
+    ctx = LintContext(documents, options)
+    ignored = {r.id for key in options.ignore if (r := resolve_rule(key)) is not None}
+    findings: dict[Finding, None] = {}
+    for r in RULES:
+        if r.id in ignored:
+            continue
+        for hit in r.check(ctx):
+            skip = {x.id for key in _ignored_by_annotation(hit.obj) if (x := resolve_rule(key)) is not None}
+            if r.id in skip:
+                continue
+            finding = Finding(
+                rule=r.id, name=r.name, severity=hit.severity or r.severity,
+                obj=ObjectRef(hit.obj.kind, hit.obj.name, hit.obj.namespace),
+                file=hit.obj.source, line=hit.line, message=hit.message, fix=r.fix, container=hit.container,
+            )
+            findings[finding] = None
+    return sorted(findings, key=lambda f: f.sort_key), ctx

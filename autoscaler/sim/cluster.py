@@ -1,0 +1,332 @@
+"""Pods, the GPU node pool, the router and the Prometheus scrape around the engine.
+
+Pod lifecycle: created -> UNSCHEDULABLE while no ready node has a free GPU -> SCHEDULED
+(bound; container start, `container_start_s`) -> LOADING (model load) -> ready at
+`scheduled + model_load_s` -> draining when deleted (no new requests; it finishes its running
+and waiting requests within `drain_grace_s`, what is left then fails) -> gone.
+
+Node pool (cluster-autoscaler): nodes of `gpus_per_node` GPUs, between `min_nodes` and
+`max_nodes`. Unschedulable pods that no node being provisioned will take ask for new nodes,
+ready after `node_provision_s`; a node without pods for `node_idle_remove_s` (cluster-
+autoscaler's --scale-down-unneeded-time, 10 min) is removed, so a later scale-up waits again.
+
+Deletion order on scale-down is the ReplicaSet controller's (kubernetes pkg/controller/
+replicaset, `ActivePodsWithRanks`): unscheduled before scheduled, not ready before ready, and
+among ready pods the most recently ready first.
+
+Billing: a pod's GPUs are billed from scheduling to removal, loading and draining included.
+
+Router: least outstanding requests (waiting + running) over ready, non-draining pods, as a
+water-fill per tick; requests wait at the router while no pod is ready.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from autoscaler.policy.types import PodStage
+from autoscaler.sim.engine import Engine, Finished
+from autoscaler.sim.profile import Profile
+
+F = npt.NDArray[np.float64]
+I = npt.NDArray[np.int64]
+
+
+@dataclass
+class Pod:
+    name: str
+    created: float
+    scheduled: float | None = None
+    ready: float | None = None
+    deleted: float | None = None
+    gone: float | None = None
+    slot: int | None = None
+    node: int | None = None
+    samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=64))  # (t, success counter)
+    scraped: tuple[float, float, float, float] | None = None  # (t, waiting, running, kv)
+
+    def stage(self, now: float, container_start_s: float) -> PodStage:
+        if self.scheduled is None:
+            return PodStage.UNSCHEDULABLE
+        if now - self.scheduled < container_start_s:
+            return PodStage.SCHEDULED
+        return PodStage.LOADING
+
+
+@dataclass
+class Node:
+    ready_at: float
+    pods: int = 0
+    idle_since: float | None = None
+
+
+@dataclass(frozen=True)
+class PodMetrics:
+    """What a policy can read about one ready pod."""
+
+    name: str
+    waiting: float | None  # scraped gauges (None until the first scrape after ready)
+    running: float | None
+    kv: float | None
+    sample_t: float | None
+    completed_per_second: float | None  # rate(request_success_total[window]) or None
+    outstanding_now: int  # live waiting + running (what a proxy / replica reports directly)
+    created: float
+    scheduled: float | None
+    ready: float
+
+
+@dataclass(frozen=True)
+class InFlightPod:
+    name: str
+    stage: PodStage
+    created: float
+    scheduled: float | None
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    spec_replicas: int
+    ready: tuple[PodMetrics, ...]
+    in_flight: tuple[InFlightPod, ...]
+    free_gpus: int
+    router_pending: int
+
+
+class Cluster:
+    def __init__(self, profile: Profile, initial_replicas: int, max_pods: int, min_nodes: int = 0,
+                 max_nodes: int = 1000, scrape_s: float = 15.0, rate_window_s: float = 60.0,
+                 warm_nodes: int | None = None) -> None:
+        self.p = profile
+        self.engine = Engine(profile, max_pods)
+        self.free_slots = list(range(max_pods - 1, -1, -1))
+        self.pods: list[Pod] = []  # alive (not gone)
+        self.gone: list[Pod] = []
+        self.nodes: list[Node] = []
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes
+        self.scrape_s = scrape_s
+        self.rate_window_s = rate_window_s
+        self._counter = 0
+        self.spec = initial_replicas
+        self.failed = Finished.empty()
+        self.pending_t = np.zeros(0)
+        self.pending_in = np.zeros(0, dtype=np.int64)
+        self.pending_out = np.zeros(0, dtype=np.int64)
+        self.scale_events: list[tuple[float, int, int]] = []  # (t, from, to)
+        gpn = profile.gpus_per_node
+        need = math.ceil(initial_replicas * profile.gpus_per_replica / gpn)
+        for _ in range(max(need, min_nodes, warm_nodes or 0)):
+            self.nodes.append(Node(ready_at=-1e9))
+        for _ in range(initial_replicas):  # warm start: ready at t = 0
+            pod = self._new_pod(-profile.model_load_s)
+            self._bind(pod, -profile.model_load_s)
+            self._make_ready(pod, 0.0)
+
+    # ---------------------------------------------------------------- helpers
+    def _new_pod(self, now: float) -> Pod:
+        self._counter += 1
+        pod = Pod(name=f"vllm-{self._counter}", created=now)
+        self.pods.append(pod)
+        return pod
+
+    def _free_gpus_on(self, node: Node) -> int:
+        return self.p.gpus_per_node - node.pods * self.p.gpus_per_replica
+
+    def free_gpus(self, now: float) -> int:
+        return sum(max(0, self._free_gpus_on(n)) for n in self.nodes if n.ready_at <= now)
+
+    def _bind(self, pod: Pod, now: float) -> bool:
+        for i, n in enumerate(self.nodes):
+            if n.ready_at <= now and self._free_gpus_on(n) >= self.p.gpus_per_replica:
+                n.pods += 1
+                n.idle_since = None
+                pod.node = i
+                pod.scheduled = now
+                return True
+        return False
+
+    def _make_ready(self, pod: Pod, now: float) -> None:
+        pod.ready = now
+        pod.slot = self.free_slots.pop()
+        self.engine.reset_slot(pod.slot)
+        self.engine.completed[pod.slot] = 0
+
+    def active(self) -> list[Pod]:
+        return [p for p in self.pods if p.deleted is None]
+
+    def ready_pods(self) -> list[Pod]:
+        return [p for p in self.pods if p.deleted is None and p.ready is not None]
+
+    # ---------------------------------------------------------------- scaling
+    def set_replicas(self, n: int, now: float) -> None:
+        active = self.active()
+        if n != self.spec:
+            self.scale_events.append((now, self.spec, n))
+        self.spec = n
+        if n > len(active):
+            for _ in range(n - len(active)):
+                pod = self._new_pod(now)
+                self._bind(pod, now)
+        elif n < len(active):
+            def rank(p: Pod) -> tuple[int, float]:
+                if p.scheduled is None:
+                    return (0, -p.created)
+                if p.ready is None:
+                    return (1, -p.created)
+                return (2, -p.ready)
+            for pod in sorted(active, key=rank)[: len(active) - n]:
+                self._delete(pod, now)
+
+    def _delete(self, pod: Pod, now: float) -> None:
+        pod.deleted = now
+        if pod.ready is None:
+            self._remove(pod, now)
+
+    def _remove(self, pod: Pod, now: float) -> None:
+        pod.gone = now
+        if pod.node is not None:
+            node = self.nodes[pod.node]
+            node.pods -= 1
+            if node.pods == 0:
+                node.idle_since = now
+        if pod.slot is not None:
+            self.free_slots.append(pod.slot)
+        self.pods.remove(pod)
+        self.gone.append(pod)
+
+    # ---------------------------------------------------------------- time
+    def advance(self, now: float) -> None:
+        p = self.p
+        # nodes: remove idle ones past the delay (keep min_nodes)
+        if self.nodes:
+            for i in range(len(self.nodes) - 1, -1, -1):
+                n = self.nodes[i]
+                if (n.pods == 0 and n.idle_since is not None and now - n.idle_since >= p.node_idle_remove_s
+                        and len(self.nodes) > self.min_nodes):
+                    self.nodes.pop(i)
+                    for pod in self.pods:
+                        if pod.node is not None and pod.node > i:
+                            pod.node -= 1
+        unsched = [pod for pod in self.pods if pod.scheduled is None]
+        for pod in unsched:
+            self._bind(pod, now)
+        unsched = [pod for pod in unsched if pod.scheduled is None]
+        if unsched:  # cluster-autoscaler: new nodes for pods that no coming node will take
+            coming = sum(self._free_gpus_on(n) for n in self.nodes if n.ready_at > now)
+            short = len(unsched) * p.gpus_per_replica - coming
+            while short > 0 and len(self.nodes) < self.max_nodes:
+                self.nodes.append(Node(ready_at=now + p.node_provision_s, idle_since=now))
+                short -= p.gpus_per_node
+        for pod in list(self.pods):
+            if pod.ready is None and pod.scheduled is not None and now >= pod.scheduled + p.model_load_s:
+                self._make_ready(pod, pod.scheduled + p.model_load_s)
+            if pod.deleted is not None and pod.ready is not None and pod.slot is not None:
+                if self.engine.slot_empty(pod.slot):
+                    self._remove(pod, now)
+                elif now - pod.deleted >= p.drain_grace_s:
+                    fin = self.engine.kill_slot(pod.slot, now)
+                    self.failed = _cat(self.failed, fin)
+                    self._remove(pod, now)
+
+    def route(self, arrival: F, n_in: I, n_out: I) -> None:
+        if self.pending_t.size:
+            arrival = np.concatenate((self.pending_t, arrival))
+            n_in = np.concatenate((self.pending_in, n_in))
+            n_out = np.concatenate((self.pending_out, n_out))
+        if arrival.size == 0:
+            return
+        slots = np.array([p.slot for p in self.ready_pods() if p.slot is not None], dtype=np.int64)
+        if slots.size == 0:
+            self.pending_t, self.pending_in, self.pending_out = arrival, n_in, n_out
+            return
+        self.pending_t = np.zeros(0)
+        self.pending_in = np.zeros(0, dtype=np.int64)
+        self.pending_out = np.zeros(0, dtype=np.int64)
+        load = self.engine.outstanding()[slots]
+        counts = water_fill(load, arrival.size)
+        # interleave: the k-th request of each replica in arrival order
+        target = np.repeat(slots, counts)
+        key = np.concatenate([np.arange(c) for c in counts]) if counts.size else np.zeros(0)
+        order = np.lexsort((target, key))
+        self.engine.enqueue(target[order], arrival, n_in, n_out)
+
+    # ---------------------------------------------------------------- metrics
+    def scrape(self, now: float) -> None:
+        eng = self.engine
+        w, r, kv = eng.waiting(), eng.running(), eng.kv_usage()
+        for pod in self.pods:
+            if pod.ready is None or pod.slot is None or pod.deleted is not None:
+                continue
+            s = pod.slot
+            pod.scraped = (now, float(w[s]), float(r[s]), float(kv[s]))
+            pod.samples.append((now, float(eng.completed[s])))
+
+    def _rate(self, pod: Pod) -> float | None:
+        """rate(vllm:request_success_total[window]): (last - first) / (t_last - t_first) over the
+        samples inside the window, None with fewer than two (a pod younger than two scrapes)."""
+        if not pod.samples:
+            return None
+        t_last = pod.samples[-1][0]
+        inside = [s for s in pod.samples if t_last - s[0] <= self.rate_window_s - 1e-9]
+        if len(inside) < 2:
+            return None
+        (t0, c0), (t1, c1) = inside[0], inside[-1]
+        return (c1 - c0) / (t1 - t0) if t1 > t0 else None
+
+    def view(self, now: float) -> ClusterView:
+        out = self.engine.outstanding()
+        ready: list[PodMetrics] = []
+        flight: list[InFlightPod] = []
+        for pod in self.pods:
+            if pod.deleted is not None:
+                continue
+            if pod.ready is not None and pod.slot is not None:
+                sc = pod.scraped
+                ready.append(PodMetrics(
+                    name=pod.name,
+                    waiting=sc[1] if sc else None, running=sc[2] if sc else None, kv=sc[3] if sc else None,
+                    sample_t=sc[0] if sc else None, completed_per_second=self._rate(pod),
+                    outstanding_now=int(out[pod.slot]), created=pod.created, scheduled=pod.scheduled,
+                    ready=pod.ready,
+                ))
+            else:
+                flight.append(InFlightPod(pod.name, pod.stage(now, self.p.container_start_s), pod.created, pod.scheduled))
+        return ClusterView(self.spec, tuple(ready), tuple(flight), self.free_gpus(now), int(self.pending_t.size))
+
+
+def water_fill(load: I, n: int) -> I:
+    """How many of n new requests each replica gets when each goes to the replica with the
+    fewest outstanding requests (ties: the emptier one first). Worked example: loads [5, 2, 3],
+    4 new: 2 -> 3, then 3 and 3 -> 4 and 4, then the fourth lifts one of them to 5: [0, 3, 1]
+    (loads 5, 5, 4)."""
+    k = load.size
+    if n <= 0 or k == 0:
+        return np.zeros(k, dtype=np.int64)
+    order = np.argsort(load, kind="stable")
+    ls = load[order].astype(np.int64)
+    cs = np.cumsum(ls)
+    # cost to lift the lowest j+1 replicas to level ls[j]
+    lift = np.arange(1, k + 1) * ls - cs
+    j = int(np.searchsorted(lift, n, side="left"))  # first j where lift >= n
+    m = max(j, 1)  # replicas that take part
+    level, extra = divmod(n + int(cs[m - 1]), m)
+    give = np.zeros(k, dtype=np.int64)
+    give[:m] = level - ls[:m]
+    give[:extra] += 1
+    counts = np.zeros(k, dtype=np.int64)
+    counts[order] = np.maximum(give, 0)
+    # rounding guard: exactly n
+    diff = n - int(counts.sum())
+    if diff:
+        counts[order[0]] += diff
+    return counts
+
+
+def _cat(a: Finished, b: Finished) -> Finished:
+    return Finished(*(np.concatenate((getattr(a, f), getattr(b, f))) for f in ("arrival", "ttft", "tpot", "wait", "out_tokens", "end")))

@@ -1,0 +1,297 @@
+"""vLLM replicas with continuous batching, vectorised over requests (numpy), advanced in ticks.
+
+One `Engine` holds every replica of the fleet ("slots" 0..max_slots-1) and every request in it,
+in flat arrays: a per-request Python event loop cannot simulate a day of a 30-replica fleet
+(tens of millions of requests, ~10^9 tokens) in seconds; a fixed tick over numpy arrays can.
+
+What one replica does, per tick of `dt` seconds (vLLM V1 scheduler, FCFS policy):
+
+* **Admission** (FCFS, no skipping): the head of a replica's waiting queue is scheduled while
+  it has fewer than `max_num_seqs` running and enough free KV blocks for the request's prompt
+  (`ceil(tokens / block_size)` blocks, as `KVCacheManager.allocate_slots`); the first one that
+  does not fit stops admission for that replica.
+* **Prefill**: admitted requests are prefilled first-come first-served at
+  `prefill_per_token_s` per token, plus their share of the decode part of the mixed chunked
+  steps (`step / (max_num_batched_tokens - B)` per token). A request's first token comes out
+  with the step that finishes its prefill; TTFT adds `ttft_overhead_s` (HTTP, templating).
+* **Decode**: the replica spends the tick's time not taken by prefill on decode steps of
+  `decode_step_s(B, K)` seconds; each step adds one token to each of the B decoding requests.
+  Within a tick progress is fluid (fractional tokens), so completions get exact sub-tick times.
+* **Preemption**: when decode growth needs more KV blocks than the replica has, the most
+  recently admitted requests are preempted (vLLM V1 `_preempt_request`, RECOMPUTE): their
+  blocks are freed, they go back to the *front* of the waiting queue and must prefill their
+  prompt plus the tokens already generated again.
+
+It exports what vLLM exports: per replica `num_requests_waiting`, `num_requests_running`,
+`kv_cache_usage_perc` (used blocks / total) and the `request_success_total` counter; and per
+finished request its queue wait (arrival -> first scheduled), TTFT and TPOT
+((end - first token) / (output tokens - 1), the definition of `vllm bench serve`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from autoscaler.sim.profile import Profile
+
+F = npt.NDArray[np.float64]
+I = npt.NDArray[np.int64]
+
+_SEQ_BASE = 1 << 40  # waiting keys: slot * 2^41 + seq; fresh seqs above, preempted below
+_SLOT_SHIFT = 1 << 41
+_BIG = 1.0e6  # group offset for the per-replica running maximum (times are rebased to the tick)
+
+
+@dataclass
+class Finished:
+    """Requests that finished (or failed) during one tick, as arrays."""
+
+    arrival: F
+    ttft: F  # inf for a failed request (killed at the end of a drain)
+    tpot: F
+    wait: F
+    out_tokens: I
+    end: F
+
+    @staticmethod
+    def empty() -> Finished:
+        z = np.zeros(0)
+        return Finished(z, z, z, z, np.zeros(0, dtype=np.int64), z)
+
+
+class Engine:
+    """Every replica of the fleet. Slots are reused; `reset_slot` before a new pod uses one."""
+
+    # running-request fields
+    _RUN = ("r_slot", "r_in", "r_out", "r_gen", "r_arr", "r_first", "r_dstart", "r_adm", "r_wait")
+    # waiting-request fields
+    _WAIT = ("w_key", "w_slot", "w_in", "w_out", "w_gen", "w_arr", "w_first", "w_wait")
+
+    def __init__(self, profile: Profile, max_slots: int) -> None:
+        self.p = profile
+        self.n = max_slots
+        self.kv_total = float(profile.kv_blocks)
+        self.completed = np.zeros(max_slots, dtype=np.int64)  # request_success_total
+        self.preemptions = 0
+        self._pf_busy = np.zeros(max_slots)  # prefill server busy until (absolute time)
+        self._pf_work = np.zeros(max_slots)  # prefill seconds queued on the GPU
+        self._step = np.full(max_slots, profile.decode_step_s(1, 0))  # last decode step time
+        self._batch = np.zeros(max_slots)  # last decode batch
+        self._seq = 0
+        self._adm = 0
+        self._pre = 0
+        e_i = np.zeros(0, dtype=np.int64)
+        e_f = np.zeros(0)
+        self.r_slot, self.r_in, self.r_out, self.r_adm = e_i, e_i, e_i, e_i
+        self.r_gen, self.r_arr, self.r_first, self.r_dstart, self.r_wait = e_f, e_f, e_f, e_f, e_f
+        self.w_key, self.w_slot, self.w_in, self.w_out = e_i, e_i, e_i, e_i
+        self.w_gen, self.w_arr, self.w_first, self.w_wait = e_f, e_f, e_f, e_f
+
+    # ------------------------------------------------------------------ gauges
+    def waiting(self) -> I:
+        return np.bincount(self.w_slot, minlength=self.n)
+
+    def running(self) -> I:
+        return np.bincount(self.r_slot, minlength=self.n)
+
+    def kv_blocks_used(self) -> F:
+        blocks = np.ceil((self.r_in + self.r_gen) / self.p.block_size)
+        out: F = np.bincount(self.r_slot, weights=blocks, minlength=self.n).astype(np.float64)
+        return out
+
+    def kv_usage(self) -> F:
+        return self.kv_blocks_used() / self.kv_total
+
+    def outstanding(self) -> I:
+        return self.waiting() + self.running()
+
+    def in_system(self) -> int:
+        return int(self.w_slot.size + self.r_slot.size)
+
+    def reset_slot(self, slot: int) -> None:
+        self._pf_busy[slot] = 0.0
+        self._pf_work[slot] = 0.0
+        self._batch[slot] = 0.0
+        self._step[slot] = self.p.decode_step_s(1, 0)
+
+    # ------------------------------------------------------------------ requests in
+    def enqueue(self, slot: I, arrival: F, n_in: I, n_out: I) -> None:
+        """Append new requests to the tail of their replicas' waiting queues."""
+        if slot.size == 0:
+            return
+        seq = _SEQ_BASE + self._seq + np.arange(slot.size, dtype=np.int64)
+        self._seq += int(slot.size)
+        key = slot.astype(np.int64) * _SLOT_SHIFT + seq
+        nan = np.full(slot.size, np.nan)
+        self._insert_waiting(key, slot.astype(np.int64), n_in.astype(np.int64), n_out.astype(np.int64),
+                             np.zeros(slot.size), arrival.astype(np.float64), nan, nan)
+
+    def _insert_waiting(self, key: I, slot: I, n_in: I, n_out: I, gen: F, arr: F, first: F, wait: F) -> None:
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        pos = np.searchsorted(self.w_key, key)
+        self.w_key = np.insert(self.w_key, pos, key)
+        self.w_slot = np.insert(self.w_slot, pos, slot[order])
+        self.w_in = np.insert(self.w_in, pos, n_in[order])
+        self.w_out = np.insert(self.w_out, pos, n_out[order])
+        self.w_gen = np.insert(self.w_gen, pos, gen[order])
+        self.w_arr = np.insert(self.w_arr, pos, arr[order])
+        self.w_first = np.insert(self.w_first, pos, first[order])
+        self.w_wait = np.insert(self.w_wait, pos, wait[order])
+
+    # ------------------------------------------------------------------ one tick
+    def step(self, t: float, dt: float) -> Finished:
+        """Advance every replica from t to t + dt."""
+        p = self.p
+        t_end = t + dt
+        if self.w_slot.size:
+            self._admit(t)
+        if self.r_slot.size == 0:
+            return Finished.empty()
+        # --- decode: who decodes in this tick, and for how long
+        overlap = np.clip(t_end - np.maximum(self.r_dstart, t), 0.0, dt)
+        frac = overlap / dt
+        n = self.n
+        batch: F = np.bincount(self.r_slot, weights=frac, minlength=n).astype(np.float64)
+        ctx = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n)
+        step = p.base_s + p.per_seq_s * batch + p.per_kv_token_s * ctx
+        pf_time = np.minimum(self._pf_work, dt)
+        self._pf_work -= pf_time
+        budget = np.maximum(p.max_num_batched_tokens - batch, 1.0)
+        pf_eff = p.prefill_per_token_s + step / budget
+        decode_time = np.maximum(dt - pf_time * (p.prefill_per_token_s / pf_eff), 0.0)
+        rate = decode_time / dt / step  # decode steps per second of this tick
+        self._step = np.where(batch > 0, step, p.decode_step_s(1, 0))
+        self._batch = batch
+        r_rate = rate[self.r_slot]
+        self.r_gen = self.r_gen + r_rate * overlap
+        done = (self.r_gen >= self.r_out) & (self.r_dstart <= t_end)
+        fin = Finished.empty()
+        if done.any():
+            extra = self.r_gen[done] - self.r_out[done]
+            rr = r_rate[done]
+            end = np.where(rr > 0, t_end - extra / np.maximum(rr, 1e-12), t_end)
+            first = self.r_first[done]
+            end = np.maximum(end, first)
+            outs = self.r_out[done]
+            tpot = np.where(outs > 1, (end - first) / np.maximum(outs - 1, 1), 0.0)
+            arr = self.r_arr[done]
+            fin = Finished(arrival=arr, ttft=first - arr, tpot=tpot, wait=self.r_wait[done],
+                           out_tokens=outs, end=end)
+            self.completed += np.bincount(self.r_slot[done], minlength=n)
+            self._keep_running(~done)
+        self._preempt_if_full()
+        return fin
+
+    def _keep_running(self, keep: npt.NDArray[np.bool_]) -> None:
+        for name in self._RUN:
+            setattr(self, name, getattr(self, name)[keep])
+
+    def _admit(self, t: float) -> None:
+        p = self.p
+        n = self.n
+        run_n = np.bincount(self.r_slot, minlength=n)
+        free_seq = p.max_num_seqs - run_n
+        free_blk = self.kv_total - self.kv_blocks_used()
+        ws = self.w_slot
+        # groups: ws is sorted (keys sort by slot first)
+        first_idx = np.searchsorted(ws, np.arange(n))
+        rank = np.arange(ws.size) - first_idx[ws]
+        need = np.ceil((self.w_in + self.w_gen) / p.block_size)
+        cs = np.cumsum(need)
+        before = np.concatenate(([0.0], cs))[first_idx]  # cumsum before each group's start
+        wcs = cs - before[ws]
+        ok = (rank < free_seq[ws]) & (wcs <= free_blk[ws])
+        if not ok.any():
+            return
+        idx = np.flatnonzero(ok)
+        s = ws[idx]
+        n_in, n_out, gen = self.w_in[idx], self.w_out[idx], self.w_gen[idx]
+        arr, first, wait = self.w_arr[idx], self.w_first[idx], self.w_wait[idx]
+        fresh = np.isnan(first)
+        # earliest prefill start: arrival at the engine (client arrival + non-GPU overhead) or now
+        # a request reaching a busy replica waits for the step in progress: half a step on average
+        busy_wait = np.where(run_n[s] > 0, 0.5 * self._step[s], 0.0)
+        start = np.where(fresh, np.maximum(arr + p.ttft_overhead_s + busy_wait, t), t)
+        wait = np.where(np.isnan(wait), np.maximum(start - arr - p.ttft_overhead_s, 0.0), wait)
+        pf_tokens = n_in + np.floor(gen)
+        budget = np.maximum(p.max_num_batched_tokens - self._batch[s], 1.0)
+        service = pf_tokens * (p.prefill_per_token_s + self._step[s] / budget)
+        # FCFS prefill per replica: finish_j = S_j + max(busy - S_before_group, max_{i<=j} (a_i - S_{i-1}))
+        S = np.cumsum(service)
+        S_prev = S - service
+        gstart = np.concatenate(([True], s[1:] != s[:-1]))
+        gid = np.cumsum(gstart) - 1
+        base = S_prev[gstart][gid]
+        x = (start - t) - S_prev + gid * _BIG
+        cm = np.maximum.accumulate(x) - gid * _BIG
+        busy = np.maximum(self._pf_busy[s] - t, 0.0) - base
+        finish = t + S + np.maximum(busy, cm)
+        last = np.concatenate((gstart[1:], [True]))
+        self._pf_busy[s[last]] = finish[last]
+        np.add.at(self._pf_work, s, service)
+        tok = finish + self._step[s]  # the step that completes the prefill emits a token
+        new_first = np.where(fresh, tok, first)
+        new_gen = np.where(fresh, 1.0, gen)
+        self._adm += idx.size
+        adm = self._adm - idx.size + np.arange(idx.size, dtype=np.int64)
+        self.r_slot = np.concatenate((self.r_slot, s))
+        self.r_in = np.concatenate((self.r_in, n_in))
+        self.r_out = np.concatenate((self.r_out, n_out))
+        self.r_gen = np.concatenate((self.r_gen, new_gen))
+        self.r_arr = np.concatenate((self.r_arr, arr))
+        self.r_first = np.concatenate((self.r_first, new_first))
+        self.r_dstart = np.concatenate((self.r_dstart, tok))
+        self.r_adm = np.concatenate((self.r_adm, adm))
+        self.r_wait = np.concatenate((self.r_wait, wait))
+        keep = ~ok
+        for name in self._WAIT:
+            setattr(self, name, getattr(self, name)[keep])
+
+    def _preempt_if_full(self) -> None:
+        used = self.kv_blocks_used()
+        over = np.flatnonzero(used > self.kv_total)
+        if over.size == 0:
+            return
+        bs = self.p.block_size
+        victims: list[npt.NDArray[np.int64]] = []
+        for slot in over:
+            mine = np.flatnonzero(self.r_slot == slot)
+            order = mine[np.argsort(-self.r_adm[mine], kind="stable")]  # newest first
+            blocks = np.ceil((self.r_in[order] + self.r_gen[order]) / bs)
+            excess = used[slot] - self.kv_total
+            k = int(np.searchsorted(np.cumsum(blocks), excess) + 1)
+            victims.append(order[:k])
+        v = np.concatenate(victims)
+        self.preemptions += int(v.size)
+        # back to the front of their queues, newest preempted frontmost (V1 prepends each one)
+        k0 = self._pre
+        self._pre += int(v.size)
+        seq = _SEQ_BASE - 1 - k0 - np.arange(v.size, dtype=np.int64)
+        key = self.r_slot[v] * _SLOT_SHIFT + seq
+        self._insert_waiting(key, self.r_slot[v], self.r_in[v], self.r_out[v], np.floor(self.r_gen[v]),
+                             self.r_arr[v], self.r_first[v], self.r_wait[v])
+        keep = np.ones(self.r_slot.size, dtype=bool)
+        keep[v] = False
+        self._keep_running(keep)
+
+    # ------------------------------------------------------------------ end of a pod
+    def kill_slot(self, slot: int, now: float) -> Finished:
+        """Drop everything on a replica (its drain grace ran out): the requests fail."""
+        wm = self.w_slot == slot
+        rm = self.r_slot == slot
+        arr = np.concatenate((self.w_arr[wm], self.r_arr[rm]))
+        outs = np.concatenate((self.w_out[wm], self.r_out[rm]))
+        if wm.any():
+            for name in self._WAIT:
+                setattr(self, name, getattr(self, name)[~wm])
+        if rm.any():
+            self._keep_running(~rm)
+        inf = np.full(arr.size, np.inf)
+        return Finished(arrival=arr, ttft=inf, tpot=inf, wait=inf, out_tokens=outs, end=np.full(arr.size, now))
+
+    def slot_empty(self, slot: int) -> bool:
+        return not (bool((self.w_slot == slot).any()) or bool((self.r_slot == slot).any()))

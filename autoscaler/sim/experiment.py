@@ -1,0 +1,155 @@
+"""Scenarios (trace x profile x scale x knobs), one run per policy, and the cost-at-99 % sweep."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+
+from autoscaler.sim.oracle import OraclePolicy, need_replicas, schedule_cost, work_per_bin
+from autoscaler.sim.policies import POLICIES, Policy, make_policy
+from autoscaler.sim.profile import Profile, load_profile
+from autoscaler.sim.runner import RunConfig, RunResult, run
+from autoscaler.sim.stats import Slo
+from autoscaler.sim.traces import Trace, open_trace
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    trace: str
+    profile: str = "qwen3-8b-h100"
+    start: float = 0.0
+    duration: float | None = None
+    rate_scale: float | None = None
+    peak_replicas: int | None = None
+    dt: float = 1.0
+    min_replicas: int = 1
+    max_replicas: int = 100
+    max_nodes: int = 1000
+    seed: int = 0
+    slo_ttft_s: float = 2.0
+    slo_tpot_s: float = 0.1
+    queue_lead: dict[str, Any] = field(default_factory=dict)  # PolicyParams overrides
+    policies: tuple[str, ...] = tuple(POLICIES)
+
+    @staticmethod
+    def load(path: str | Path) -> Scenario:
+        raw = yaml.safe_load(Path(path).read_text())
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: expected a mapping")
+        raw.setdefault("name", Path(path).stem)
+        if "policies" in raw:
+            raw["policies"] = tuple(raw["policies"])
+        trace = str(raw["trace"])
+        if not Path(trace).is_absolute():
+            raw["trace"] = str((REPO / trace).resolve())
+        return Scenario(**raw)
+
+
+@dataclass
+class Prepared:
+    scenario: Scenario
+    trace: Trace
+    profile: Profile
+    capacity_rps: float
+    peak_need: int
+    work: npt.NDArray[np.float64]
+    cfg: RunConfig
+
+    def oracle(self, u: float) -> OraclePolicy:
+        need = need_replicas(self.work, u, self.scenario.min_replicas)
+        return OraclePolicy(need, self.profile, self.scenario.max_replicas)
+
+    def oracle_bound_gpu_hours(self, u: float) -> float:
+        need = need_replicas(self.work, u, self.scenario.min_replicas)
+        return schedule_cost(need, self.profile.model_load_s) * self.profile.gpus_per_replica / 3600.0
+
+
+def prepare(sc: Scenario) -> Prepared:
+    profile = load_profile(sc.profile)
+    trace = open_trace(sc.trace, sc.start, sc.duration, 1.0, sc.seed)
+    mean_in, mean_out = trace.mean_lengths()
+    mu = profile.capacity_rps(mean_in, mean_out)
+    scale = sc.rate_scale or 1.0
+    if sc.peak_replicas is not None:
+        scale = sc.peak_replicas * mu / max(trace.peak_rate(), 1e-9)
+    trace = open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed)
+    peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
+    work = work_per_bin(trace, profile)
+    first = int(need_replicas(work[:3], 0.85, sc.min_replicas).max()) if work.size else sc.min_replicas
+    cfg = RunConfig(dt=sc.dt, min_replicas=sc.min_replicas, max_replicas=sc.max_replicas,
+                    initial_replicas=min(max(first, sc.min_replicas), sc.max_replicas), max_nodes=sc.max_nodes,
+                    slo=Slo(sc.slo_ttft_s, sc.slo_tpot_s))
+    return Prepared(sc, trace, profile, mu, peak_need, work, cfg)
+
+
+def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
+    sc = prep.scenario
+    pol = make_policy(name, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need,
+                      oracle_factory=lambda u: prep.oracle(u))
+    cfg = prep.cfg
+    if name == "static-peak":
+        n = getattr(pol, "replicas", cfg.initial_replicas)
+        cfg = replace(cfg, initial_replicas=n, min_nodes=n)
+    return pol, cfg
+
+
+def run_one(prep: Prepared, name: str, knob: float | None = None,
+            progress: Callable[[float], None] | None = None) -> RunResult:
+    pol, cfg = build(prep, name, knob)
+    k = POLICIES[name].default if knob is None else knob
+    return run(prep.trace, prep.profile, pol, cfg, knob=k, progress=progress)
+
+
+def cost_at(results: list[RunResult], target: float = 0.99) -> RunResult | None:
+    """The cheapest run that reaches the attainment target, or None."""
+    ok = [r for r in results if r.slo_attainment >= target]
+    return min(ok, key=lambda r: r.gpu_hours) if ok else None
+
+
+_PREP: Prepared | None = None
+
+
+def _work(job: tuple[str, float | None]) -> RunResult:
+    assert _PREP is not None
+    return run_one(_PREP, job[0], job[1])
+
+
+def run_many(prep: Prepared, jobs: list[tuple[str, float | None]], workers: int = 1,
+             on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """Run (policy, knob) jobs, in `workers` forked processes when > 1; results in job order."""
+    global _PREP
+    if workers <= 1 or len(jobs) <= 1:
+        out = []
+        for j in jobs:
+            r = run_one(prep, j[0], j[1])
+            if on_done:
+                on_done(r)
+            out.append(r)
+        return out
+    import multiprocessing as mp
+
+    _PREP = prep
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            res: list[RunResult] = []
+            for r in pool.imap(_work, jobs):
+                if on_done:
+                    on_done(r)
+                res.append(r)
+            return res
+    finally:
+        _PREP = None
+
+
+def sweep_jobs(names: list[str]) -> list[tuple[str, float | None]]:
+    return [(n, k) for n in names for k in POLICIES[n].grid]

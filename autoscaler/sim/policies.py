@@ -1,0 +1,445 @@
+"""Scaling policies behind one interface: ours (`queue-lead`) and the baselines.
+
+Every policy sees the same `ClusterView` (Prometheus-scraped vLLM gauges per ready pod, live
+outstanding requests where a baseline reads a proxy instead of Prometheus, pods in flight,
+free GPUs) every `interval_s`, and returns the desired replicas. The runner clamps nothing:
+bounds are each policy's own (all get the scenario's min/max replicas).
+
+`make_policy(name, knob, ...)` builds one; `POLICIES[name].knob` is its main knob, the one the
+cost-at-99 % sweep varies, with the grid it sweeps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from autoscaler.policy import (
+    Decision,
+    MetricSample,
+    Observation,
+    PodInFlight,
+    PodStartup,
+    PolicyParams,
+    PolicyState,
+    ReadyPod,
+    decide,
+)
+from autoscaler.policy.limits import apply_limits, record_event
+from autoscaler.policy.stabilize import stabilize
+from autoscaler.policy.types import PodStage
+from autoscaler.sim.cluster import ClusterView
+
+
+class Policy(Protocol):
+    name: str
+    interval_s: float
+
+    def decide(self, view: ClusterView, now: float) -> int: ...
+
+
+# --------------------------------------------------------------------------------- queue-lead
+class QueueLead:
+    """Ours: the pure decision core `autoscaler.policy.decide()`, driven exactly as the live loop
+    drives it (autoscaler/loop.py, observe.py): every `tick_seconds` (15) an `Observation` of the
+    Prometheus-scraped `vllm:num_requests_waiting`, `vllm:num_requests_running`,
+    `vllm:kv_cache_usage_perc` and rate(vllm:request_success_total[1m]) per ready pod, the pods in
+    flight with their stage and timestamps, and the free GPUs of the node pool."""
+
+    name = "queue-lead"
+
+    def __init__(self, params: PolicyParams, interval_s: float = 15.0) -> None:
+        self.params = params
+        self.interval_s = interval_s
+        self.state = PolicyState()
+        self.last: Decision | None = None
+
+    def observation(self, view: ClusterView) -> Observation:
+        ready = []
+        for p in view.ready:
+            ts = p.sample_t if p.sample_t is not None else 0.0
+            ready.append(ReadyPod(
+                name=p.name,
+                waiting=MetricSample(p.waiting, ts) if p.waiting is not None else None,
+                running=MetricSample(p.running, ts) if p.running is not None else None,
+                kv_cache_usage=MetricSample(p.kv, ts) if p.kv is not None else None,
+                startup=PodStartup(p.created, p.scheduled, p.ready),
+                completed_per_second=MetricSample(p.completed_per_second, ts) if p.completed_per_second is not None else None,
+            ))
+        flight = tuple(PodInFlight(f.name, f.stage, PodStartup(f.created, f.scheduled)) for f in view.in_flight)
+        return Observation(spec_replicas=view.spec_replicas, ready_pods=tuple(ready), pods_in_flight=flight,
+                           free_gpus=view.free_gpus)
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        d, self.state = decide(self.params, self.observation(view), self.state, now)
+        self.last = d
+        return d.desired_replicas
+
+
+# --------------------------------------------------------------------------------- HPA family
+class _HpaBehavior:
+    """HPA's default `behavior` (kubernetes/kubernetes pkg/controller/podautoscaler/horizontal.go,
+    `normalizeDesiredReplicasWithBehaviors`; defaults in pkg/apis/autoscaling/v2/defaults.go):
+    scale-up stabilisation 0 s, +100 % or +4 pods per 15 s (the larger); scale-down stabilisation
+    300 s, -100 % per 15 s. Reuses the decision core's HPA-mirroring `stabilize` and `limits`."""
+
+    def __init__(self, min_replicas: int, max_replicas: int, down_window_s: float = 300.0) -> None:
+        self.params = PolicyParams(
+            min_replicas=min_replicas, max_replicas=max_replicas, scale_up_window_seconds=0.0,
+            scale_down_window_seconds=down_window_s, scale_up_max_percent=100.0, scale_up_max_pods=4,
+            scale_up_period_seconds=15.0, scale_down_max_pods=10_000, scale_down_period_seconds=15.0,
+        )
+        self.recs: tuple[tuple[float, int], ...] = ()
+        self.ups: tuple[tuple[float, int], ...] = ()
+        self.downs: tuple[tuple[float, int], ...] = ()
+
+    def apply(self, rec: int, current: int, now: float) -> int:
+        history = self.recs or ((now, current),)
+        st = stabilize(history, rec, current, now, self.params)
+        self.recs = st.recommendations
+        lim = apply_limits(st.replicas, current, self.ups, self.downs, now, self.params)
+        self.ups, self.downs = record_event(self.ups, self.downs, current, lim.replicas, now, self.params)
+        return lim.replicas
+
+
+class HpaQueue:
+    """HPA v2 on a Pods metric `vllm:num_requests_waiting` (prometheus-adapter), target
+    AverageValue 5, default behavior, tolerance 10 %, sync every 15 s.
+
+    Replica calculation as `calcPlainMetricReplicas` (kubernetes pkg/controller/podautoscaler/
+    replica_calculator.go): Pending pods (unschedulable, container creating) are ignored; pods
+    without a sample (loading, or ready but not yet scraped) are "missing": counted as 0 on a
+    scale-up and as the target on a scale-down, and a change of direction holds. Example: 2 ready
+    pods waiting 12 and 8, target 5: ratio 2.0, ceil(2.0 * 2) = 4 replicas."""
+
+    name = "hpa-queue"
+    interval_s = 15.0
+
+    def __init__(self, target: float = 5.0, min_replicas: int = 1, max_replicas: int = 100,
+                 tolerance: float = 0.1) -> None:
+        self.target = target
+        self.tol = tolerance
+        self.behavior = _HpaBehavior(min_replicas, max_replicas)
+
+    def recommend(self, view: ClusterView) -> int:
+        current = view.spec_replicas
+        metrics = [p.waiting for p in view.ready if p.waiting is not None]
+        missing = sum(1 for p in view.ready if p.waiting is None) + sum(
+            1 for f in view.in_flight if f.stage is PodStage.LOADING)
+        if not metrics:
+            return current
+        ratio = sum(metrics) / len(metrics) / self.target
+        if missing == 0:
+            if abs(1.0 - ratio) <= self.tol:
+                return current
+            return math.ceil(ratio * len(metrics) - 1e-9)
+        fill = self.target if ratio < 1.0 else 0.0
+        n = len(metrics) + missing
+        new_ratio = (sum(metrics) + fill * missing) / n / self.target
+        if abs(1.0 - new_ratio) <= self.tol or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+            return current
+        new = math.ceil(new_ratio * n - 1e-9)
+        if (new_ratio < 1.0 and new > current) or (new_ratio > 1.0 and new < current):
+            return current
+        return new
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        return self.behavior.apply(self.recommend(view), view.spec_replicas, now)
+
+
+class Keda:
+    """KEDA ScaledObject of the vLLM production-stack (docs/source/use_cases/autoscaling-keda.rst,
+    helm `keda:` values): prometheus trigger on `vllm:num_requests_waiting`, threshold 5,
+    pollingInterval 15 s, cooldownPeriod 360 s, minReplicaCount 1.
+
+    KEDA hands the HPA an External metric with an AverageValue target (the threshold), so the
+    HPA computes `GetExternalPerPodMetricReplicas`: ratio = sum / (5 * current replicas); outside
+    the 10 % tolerance, ceil(sum / 5). The default HPA behavior applies. cooldownPeriod only
+    governs scaling to zero (minReplicaCount 0), so with min 1 it never acts. We sum the query
+    (`sum(vllm:num_requests_waiting)`): KEDA's Prometheus scaler rejects a query that returns
+    one series per pod. Example: 3 replicas, 40 waiting in total: 40 / 15 = 2.7 > 1.1, so
+    ceil(40 / 5) = 8."""
+
+    name = "keda"
+    interval_s = 15.0
+
+    def __init__(self, threshold: float = 5.0, min_replicas: int = 1, max_replicas: int = 100,
+                 tolerance: float = 0.1) -> None:
+        self.threshold = threshold
+        self.tol = tolerance
+        self.behavior = _HpaBehavior(min_replicas, max_replicas)
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        current = view.spec_replicas
+        samples = [p.waiting for p in view.ready if p.waiting is not None]
+        rec = current
+        if samples:
+            usage = sum(samples)
+            if abs(1.0 - usage / (self.threshold * max(current, 1))) > self.tol:
+                rec = math.ceil(usage / self.threshold - 1e-9)
+        return self.behavior.apply(rec, current, now)
+
+
+class HpaCpu:
+    """HPA v2 on CPU utilisation (the default `kubectl autoscale`, 80 %): a vLLM pod's CPU sits
+    far below its request while the GPU saturates (one busy Python core of many requested), so
+    it never scales. Returns the minimum replicas forever."""
+
+    name = "hpa-cpu"
+    interval_s = 15.0
+
+    def __init__(self, min_replicas: int = 1) -> None:
+        self.min_replicas = min_replicas
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        return max(self.min_replicas, 1)
+
+
+# --------------------------------------------------------------------------------- Knative
+class Kpa:
+    """Knative Pod Autoscaler (knative/serving pkg/autoscaler/scaling/autoscaler.go, defaults in
+    config-autoscaler): concurrency target `container-concurrency-target-default` (100) times
+    `container-concurrency-target-percentage` (70 %), stable window 60 s, panic window 6 s
+    (10 %), panic threshold 200 %, max scale-up rate 1000, max scale-down rate 2, tick 2 s.
+
+    Concurrency = requests in flight per pod as queue-proxy / activator see them (waiting +
+    running, plus requests held while no pod is ready). desired = ceil(avg concurrency / target)
+    over the stable window, or over the panic window while panicking (panic when that is >= 2x
+    the ready pods; in panic the count never decreases; panic ends a stable window after the
+    last over-threshold tick). Example: target 100 * 0.7 = 70, 6 s average 700 on 4 ready pods:
+    ceil(700 / 70) = 10 >= 2 * 4: panic, 10 replicas."""
+
+    name = "kpa"
+    interval_s = 2.0
+
+    def __init__(self, target: float = 100.0, utilization: float = 0.7, min_replicas: int = 1,
+                 max_replicas: int = 100) -> None:
+        self.target = target * utilization
+        self.min_replicas = min_replicas
+        self.max_replicas = max_replicas
+        self.hist: deque[tuple[float, float]] = deque()
+        self.panic_time: float | None = None
+        self.max_panic = 0
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        conc = sum(p.outstanding_now for p in view.ready) + view.router_pending
+        self.hist.append((now, float(conc)))
+        while self.hist and now - self.hist[0][0] >= 60.0:
+            self.hist.popleft()
+        stable = sum(v for _, v in self.hist) / len(self.hist)
+        recent = [v for t, v in self.hist if now - t < 6.0]
+        panic_v = sum(recent) / len(recent)
+        ready = max(1, len(view.ready))
+        up, down = math.ceil(1000 * ready), math.floor(ready / 2)
+        dspc = min(max(math.ceil(stable / self.target - 1e-9), down), up)
+        dppc = min(max(math.ceil(panic_v / self.target - 1e-9), down), up)
+        over = dppc / ready >= 2.0
+        if over:
+            self.panic_time = now
+        elif self.panic_time is not None and now - self.panic_time > 60.0:
+            self.panic_time = None
+            self.max_panic = 0
+        if self.panic_time is not None:
+            desired = max(dppc, self.max_panic)
+            self.max_panic = desired
+        else:
+            desired = dspc
+        return min(max(desired, self.min_replicas), self.max_replicas)
+
+
+# --------------------------------------------------------------------------------- AIBrix
+class AibrixApa:
+    """AIBrix APA (vllm-project/aibrix pkg/controller/podautoscaler/algorithm/apa.go): on the
+    mean per-pod metric over ready pods vs the target, hold within a 10 % fluctuation tolerance,
+    else go to ceil(ratio * ready), at most x2 up (max scale-up rate 2) and /2 down (max
+    scale-down rate 2); no scale-down within the 300 s scale-down delay after the last change.
+    Metric: `vllm:gpu_cache_usage_perc` (KV-cache usage, the metric of AIBrix's vLLM examples),
+    target 0.5; sync every 15 s. Example: 4 ready pods at KV 0.9: ratio 1.8 > 1.1, so
+    min(ceil(1.8 * 4), 2 * 4) = 8."""
+
+    name = "aibrix-apa"
+    interval_s = 15.0
+
+    def __init__(self, target: float = 0.5, min_replicas: int = 1, max_replicas: int = 100,
+                 tolerance: float = 0.1, cooldown_s: float = 300.0) -> None:
+        self.target = target
+        self.tol = tolerance
+        self.cooldown = cooldown_s
+        self.min_replicas, self.max_replicas = min_replicas, max_replicas
+        self.last_change = -1e18
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        current = view.spec_replicas
+        kv = [p.kv for p in view.ready if p.kv is not None]
+        if not kv:
+            return current
+        ready = len(kv)
+        ratio = sum(kv) / ready / self.target
+        desired = current
+        if ratio > 1 + self.tol:
+            desired = max(current, min(math.ceil(2 * ready), math.ceil(ratio * ready - 1e-9)))
+        elif ratio < 1 - self.tol and now - self.last_change >= self.cooldown and not view.in_flight:
+            desired = min(current, max(math.floor(ready / 2), math.ceil(ratio * ready - 1e-9)))
+        desired = min(max(desired, self.min_replicas), self.max_replicas)
+        if desired != current:
+            self.last_change = now
+        return desired
+
+
+# --------------------------------------------------------------------------------- llm-d WVA
+class Wva:
+    """llm-d workload-variant-autoscaler, saturation-based mode (llm-d-incubation/
+    workload-variant-autoscaler, saturation scaling config: kvCacheThreshold 0.8,
+    queueLengthThreshold 5, kvSpareTrigger 0.1, queueSpareTrigger 3): every 60 s, hold while
+    any pod is pending; +1 replica when the average spare KV (0.8 - mean KV) drops below 0.1 or
+    the average spare queue (5 - mean waiting) below 3; -1 when, with one replica fewer, both
+    spares would still be above their triggers. Example: 4 pods, mean KV 0.75: spare 0.05 <
+    0.1, so 5."""
+
+    name = "wva"
+    interval_s = 60.0
+
+    def __init__(self, kv_threshold: float = 0.8, queue_threshold: float = 5.0, kv_spare: float = 0.1,
+                 queue_spare: float = 3.0, min_replicas: int = 1, max_replicas: int = 100) -> None:
+        self.kv_t, self.q_t, self.kv_s, self.q_s = kv_threshold, queue_threshold, kv_spare, queue_spare
+        self.min_replicas, self.max_replicas = min_replicas, max_replicas
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        current = view.spec_replicas
+        if view.in_flight:
+            return current
+        pods = [p for p in view.ready if p.kv is not None and p.waiting is not None]
+        if not pods:
+            return current
+        n = len(pods)
+        kv = sum(p.kv or 0.0 for p in pods)
+        q = sum(p.waiting or 0.0 for p in pods)
+        desired = current
+        if self.kv_t - kv / n < self.kv_s or self.q_t - q / n < self.q_s:
+            desired = current + 1
+        elif n > 1 and self.kv_t - kv / (n - 1) >= self.kv_s and self.q_t - q / (n - 1) >= self.q_s:
+            desired = current - 1
+        return min(max(desired, self.min_replicas), self.max_replicas)
+
+
+# --------------------------------------------------------------------------------- Ray Serve
+class RayServe:
+    """Ray Serve autoscaling (ray-project/ray python/ray/serve/autoscaling_policy.py, defaults in
+    serve/config.py AutoscalingConfig): desired = ceil(running replicas * (1 + (ongoing /
+    (target_ongoing_requests * running) - 1) * smoothing 1.0)), ongoing = requests queued and
+    running at the replicas averaged over look_back_period_s (30 s); applied only after the
+    decision held for upscale_delay_s (30 s) up or downscale_delay_s (600 s) down. Control
+    loop every 1 s here (Ray: 0.1 s; the delays are in seconds either way). Example: target 64,
+    4 replicas, 30 s average of 512 in flight: ratio 2, ceil(4 * 2) = 8 after 30 s."""
+
+    name = "ray"
+    interval_s = 1.0
+
+    def __init__(self, target: float = 64.0, min_replicas: int = 1, max_replicas: int = 100,
+                 upscale_delay_s: float = 30.0, downscale_delay_s: float = 600.0) -> None:
+        self.target = target
+        self.min_replicas, self.max_replicas = min_replicas, max_replicas
+        self.up_n = upscale_delay_s / self.interval_s
+        self.down_n = downscale_delay_s / self.interval_s
+        self.counter = 0
+        self.hist: deque[tuple[float, float]] = deque()
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        current = view.spec_replicas
+        ongoing = sum(p.outstanding_now for p in view.ready) + view.router_pending
+        self.hist.append((now, float(ongoing)))
+        while self.hist and now - self.hist[0][0] >= 30.0:
+            self.hist.popleft()
+        running = len(view.ready)
+        if running == 0:
+            return current
+        avg = sum(v for _, v in self.hist) / len(self.hist)
+        desired = math.ceil(running * (avg / (self.target * running)) - 1e-9)
+        desired = min(max(desired, self.min_replicas), self.max_replicas)
+        if desired > current:
+            self.counter = max(self.counter, 0) + 1
+            if self.counter > self.up_n:
+                self.counter = 0
+                return desired
+        elif desired < current:
+            self.counter = min(self.counter, 0) - 1
+            if self.counter < -self.down_n:
+                self.counter = 0
+                return desired
+        else:
+            self.counter = 0
+        return current
+
+
+# --------------------------------------------------------------------------------- static
+class StaticPeak:
+    """A fixed fleet sized for the peak (what most GPU fleets run): `replicas` forever."""
+
+    name = "static-peak"
+    interval_s = 60.0
+
+    def __init__(self, replicas: int) -> None:
+        self.replicas = replicas
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        return self.replicas
+
+
+# --------------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class PolicySpec:
+    knob: str
+    default: float
+    grid: tuple[float, ...]  # from cheapest to most generous
+    doc: str
+
+
+POLICIES: dict[str, PolicySpec] = {
+    "queue-lead": PolicySpec("target_kv_cache_usage_ratio", 0.8, (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4),
+                             "ours: autoscaler.policy.decide()"),
+    "hpa-queue": PolicySpec("target waiting per pod", 5.0, (20.0, 10.0, 5.0, 3.0, 2.0, 1.0, 0.5), "HPA Pods metric"),
+    "hpa-cpu": PolicySpec("min_replicas", 1.0, (), "never scales"),
+    "keda": PolicySpec("threshold (waiting)", 5.0, (20.0, 10.0, 5.0, 3.0, 2.0, 1.0, 0.5), "KEDA prometheus trigger"),
+    "kpa": PolicySpec("container-concurrency-target", 100.0, (300.0, 200.0, 150.0, 100.0, 70.0, 50.0, 30.0), "Knative KPA"),
+    "aibrix-apa": PolicySpec("target KV usage", 0.5, (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3), "AIBrix APA"),
+    "wva": PolicySpec("kvCacheThreshold", 0.8, (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4), "llm-d WVA saturation"),
+    "ray": PolicySpec("target_ongoing_requests", 64.0, (256.0, 160.0, 128.0, 96.0, 64.0, 48.0, 32.0), "Ray Serve"),
+    "static-peak": PolicySpec("replicas (x peak need)", 1.0, (0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5), "fixed fleet"),
+    "oracle": PolicySpec("utilisation of capacity", 0.85, (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6), "clairvoyant"),
+}
+
+
+def make_policy(name: str, knob: float | None, min_replicas: int, max_replicas: int,
+                params: dict[str, Any] | None = None, peak_need: int = 1,
+                oracle_factory: Callable[[float], Policy] | None = None) -> Policy:
+    """One policy at its knob (None = its default). `params` = queue-lead PolicyParams overrides."""
+    spec = POLICIES[name]
+    k = spec.default if knob is None else knob
+    if name == "queue-lead":
+        kw: dict[str, Any] = {"min_replicas": min_replicas, "max_replicas": max_replicas}
+        kw.update(params or {})
+        kw["target_kv_cache_usage_ratio"] = k
+        return QueueLead(PolicyParams(**kw))
+    if name == "hpa-queue":
+        return HpaQueue(k, min_replicas, max_replicas)
+    if name == "keda":
+        return Keda(k, min_replicas, max_replicas)
+    if name == "hpa-cpu":
+        return HpaCpu(min_replicas)
+    if name == "kpa":
+        return Kpa(k, 0.7, min_replicas, max_replicas)
+    if name == "aibrix-apa":
+        return AibrixApa(k, min_replicas, max_replicas)
+    if name == "wva":
+        return Wva(kv_threshold=k, min_replicas=min_replicas, max_replicas=max_replicas)
+    if name == "ray":
+        return RayServe(k, min_replicas, max_replicas)
+    if name == "static-peak":
+        return StaticPeak(max(1, math.ceil(k * peak_need - 1e-9)))
+    if name == "oracle":
+        if oracle_factory is None:
+            raise ValueError("the oracle needs the trace (oracle_factory)")
+        return oracle_factory(k)
+    raise KeyError(name)

@@ -1,0 +1,192 @@
+"""One simulation: a trace slice through the fleet model under one policy -> `RunResult`.
+
+Loop, every `dt` (1 s by default): the cluster advances (nodes, pod lifecycle, drains), the
+tick's arrivals are routed, every replica steps; Prometheus scrapes every 15 s; the policy
+decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with an empty fleet of
+the replicas the oracle needs at its start, and nobody should act on the empty first seconds. After the slice ends, the fleet gets up to 10 minutes without
+new arrivals to finish what it holds (not billed, no decisions); what is left then counts as
+failed. GPU time is billed per pod from scheduling to removal, up to the end of the slice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autoscaler.sim.cluster import Cluster
+from autoscaler.sim.oracle import OraclePolicy
+from autoscaler.sim.policies import Policy
+from autoscaler.sim.profile import Profile
+from autoscaler.sim.stats import RequestStats, Slo
+from autoscaler.sim.traces import Trace
+
+SERIES_S = 60.0
+
+
+@dataclass
+class RunResult:
+    policy: str
+    knob: float | None
+    requests: int
+    slo_attainment: float
+    failed: int
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    queue_wait_p99_s: float
+    gpu_hours: float
+    short_lived_gpu_hours: float
+    scale_actions: int
+    direction_flips_10min: int
+    peak_replicas: int
+    preemptions: int
+    wall_s: float = 0.0
+    series: dict[str, list[float]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("series")
+        return d
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    dt: float = 1.0
+    scrape_s: float = 15.0
+    min_replicas: int = 1
+    max_replicas: int = 100
+    initial_replicas: int = 1
+    max_nodes: int = 1000
+    min_nodes: int = 0
+    slo: Slo = Slo()
+    tail_s: float = 600.0
+    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (every policy alike)
+
+
+def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: float | None = None,
+        progress: Callable[[float], None] | None = None) -> RunResult:
+    import time as _time
+
+    wall0 = _time.perf_counter()
+    cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
+                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s)
+    stats = RequestStats(cfg.slo)
+    dt = cfg.dt
+    n_ticks = int(math.ceil(trace.duration / dt))
+    n_series = int(math.ceil(trace.duration / SERIES_S))
+    s_arr = np.zeros(n_series)
+    s_wait = np.zeros(n_series)
+    s_ready = np.zeros(n_series)
+    s_spec = np.zeros(n_series)
+    s_run = np.zeros(n_series)
+    chunks = trace.chunks()
+    cur_t = np.zeros(0)
+    cur_in = np.zeros(0, dtype=np.int64)
+    cur_out = np.zeros(0, dtype=np.int64)
+    pos = 0
+    exhausted = False
+    next_scrape = 0.0
+    next_decide = 0.0
+    peak = cl.spec
+    oracle = policy if isinstance(policy, OraclePolicy) else None
+    gpu_s = 0.0
+    last_series = -1
+    for i in range(n_ticks):
+        t = i * dt
+        t_end = t + dt
+        if oracle is not None:
+            cl.min_nodes = max(cfg.min_nodes, oracle.node_floor(t))
+        cl.advance(t)
+        # arrivals of [t, t_end)
+        while not exhausted and (pos >= cur_t.size or cur_t[-1] < t_end):
+            try:
+                ch = next(chunks)
+            except StopIteration:
+                exhausted = True
+                break
+            cur_t = np.concatenate((cur_t[pos:], ch.arrival))
+            cur_in = np.concatenate((cur_in[pos:], ch.n_in))
+            cur_out = np.concatenate((cur_out[pos:], ch.n_out))
+            pos = 0
+        hi = int(np.searchsorted(cur_t, t_end, side="left"))
+        if hi > pos or cl.pending_t.size:
+            cl.route(cur_t[pos:hi], cur_in[pos:hi], cur_out[pos:hi])
+        k = i * dt // SERIES_S
+        si = int(k)
+        s_arr[si] += hi - pos
+        pos = hi
+        fin = cl.engine.step(t, dt)
+        stats.add(fin)
+        if t >= next_scrape:
+            cl.scrape(t)
+            next_scrape += cfg.scrape_s
+        if t >= next_decide and t >= cfg.warmup_s:
+            desired = policy.decide(cl.view(t), t)
+            if desired != cl.spec:
+                cl.set_replicas(desired, t)
+                peak = max(peak, desired)
+            next_decide = t + policy.interval_s
+        if si != last_series:
+            last_series = si
+            w = cl.engine.waiting()
+            s_wait[si] = float(w.sum()) + cl.pending_t.size
+            s_run[si] = float(cl.engine.running().sum())
+            s_ready[si] = len(cl.ready_pods())
+            s_spec[si] = cl.spec
+        gpu_s += sum(1 for p in cl.pods if p.scheduled is not None) * profile.gpus_per_replica * dt
+        if progress is not None and i % 600 == 0:
+            progress(t_end / trace.duration)
+    if cl.failed.arrival.size:
+        stats.add(cl.failed)
+        cl.failed = cl.failed.empty()
+    # tail: finish what is in the system (no arrivals, no decisions, not billed)
+    t = n_ticks * dt
+    end = t + cfg.tail_s
+    while (cl.engine.in_system() or cl.pending_t.size) and t < end:
+        cl.advance(t)
+        if cl.pending_t.size:
+            cl.route(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        stats.add(cl.engine.step(t, dt))
+        t += dt
+    stats.add(cl.failed)
+    stats.add_unfinished(cl.engine.in_system() + int(cl.pending_t.size))
+    # pods: short-lived GPU time (lived shorter than their own lead time, or never served)
+    short = 0.0
+    for p in cl.gone:
+        if p.scheduled is None or p.gone is None or p.scheduled >= trace.duration:
+            continue
+        billed = min(p.gone, trace.duration) - max(p.scheduled, 0.0)
+        lead = (p.ready - p.created) if p.ready is not None else None
+        if p.ready is None or lead is None or (p.gone - p.ready) < lead:
+            short += max(billed, 0.0) * profile.gpus_per_replica
+    actions = len(cl.scale_events)
+    flips = 0
+    for (t0, a0, b0), (t1, a1, b1) in zip(cl.scale_events[:-1], cl.scale_events[1:]):
+        if (b0 - a0) * (b1 - a1) < 0 and t1 - t0 < 600.0:
+            flips += 1
+    return RunResult(
+        policy=policy.name,
+        knob=knob,
+        requests=stats.total,
+        slo_attainment=stats.attainment,
+        failed=stats.failed,
+        ttft_p50_s=stats.ttft.quantile(0.5),
+        ttft_p99_s=stats.ttft.quantile(0.99),
+        tpot_p50_s=stats.tpot.quantile(0.5),
+        tpot_p99_s=stats.tpot.quantile(0.99),
+        queue_wait_p99_s=stats.wait.quantile(0.99),
+        gpu_hours=gpu_s / 3600.0,
+        short_lived_gpu_hours=short / 3600.0,
+        scale_actions=actions,
+        direction_flips_10min=flips,
+        peak_replicas=int(max(peak, s_spec.max() if s_spec.size else 0)),
+        preemptions=cl.engine.preemptions,
+        wall_s=_time.perf_counter() - wall0,
+        series={"t_s": [i * SERIES_S for i in range(n_series)], "arrivals_per_s": list(s_arr / SERIES_S),
+                "waiting": list(s_wait), "running": list(s_run), "ready": list(s_ready), "spec": list(s_spec)},
+    )

@@ -1,0 +1,52 @@
+"""Speed benchmark of the fleet simulator (`make bench`): one policy over one simulated day at a
+peak of >= 30 replicas, on one core. Target: <= 90 s wall (>= 1,000x real time).
+
+Writes its figures to benchmarks/results/bench_sim.json (and prints them); not a timed test.
+Usage: python benchmarks/bench_sim.py [--policy queue-lead] [--peak 30] [--dt 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+from autoscaler.sim.experiment import Scenario, prepare, run_one
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--policy", default="queue-lead")
+    ap.add_argument("--peak", type=int, default=30)
+    ap.add_argument("--dt", type=float, default=1.0)
+    ap.add_argument("--trace", default=str((ROOT / ".." / "shared" / "traces" / "servegen" / "m-mid").resolve()))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_sim.json"))
+    a = ap.parse_args()
+    sc = Scenario(name="bench", trace=a.trace, start=0.0, duration=86_400.0, peak_replicas=a.peak,
+                  max_replicas=4 * a.peak, dt=a.dt)
+    t0 = time.perf_counter()
+    prep = prepare(sc)
+    t_prep = time.perf_counter() - t0
+    r = run_one(prep, a.policy)
+    wall = r.wall_s
+    fig = {
+        "policy": a.policy, "trace": prep.trace.describe(), "simulated_s": 86_400.0, "dt_s": a.dt,
+        "peak_replicas_target": a.peak, "peak_replicas_reached": r.peak_replicas, "requests": r.requests,
+        "wall_s": round(wall, 2), "prepare_s": round(t_prep, 2), "speedup_x_real_time": round(86_400.0 / wall, 1),
+        "target_wall_s": 90.0, "meets_target": bool(wall <= 90.0 and r.peak_replicas >= 30),
+        "slo_attainment": r.slo_attainment, "gpu_hours": r.gpu_hours,
+        "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+        "cores_used": 1, "os_cpu_count": os.cpu_count(),
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(fig, indent=1))
+    print(json.dumps(fig, indent=1))
+
+
+if __name__ == "__main__":
+    main()

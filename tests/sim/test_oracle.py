@@ -1,0 +1,46 @@
+"""The oracle's schedule is a lower bound: no schedule covering the need costs less."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from autoscaler.sim.oracle import BIN_S, need_replicas, schedule, schedule_cost
+
+
+def _level_cost_brute(on: np.ndarray, load_s: float) -> float:
+    """Cheapest single-replica schedule covering the `on` bins: try bridging each gap or not."""
+    idx = np.flatnonzero(on)
+    if idx.size == 0:
+        return 0.0
+    gaps = [(b - a - 1) * BIN_S for a, b in zip(idx[:-1], idx[1:])]
+    best = float("inf")
+    for choice in itertools.product((False, True), repeat=len(gaps)):
+        cost = idx.size * BIN_S + load_s
+        for bridge, g in zip(choice, gaps):
+            cost += g if bridge else load_s
+        best = min(best, cost)
+    return best
+
+
+def test_schedule_cost_is_the_minimum_over_all_bridging_choices() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        need = rng.integers(0, 4, size=int(rng.integers(3, 10)))
+        load = float(rng.choice([30.0, 90.0, 150.0, 400.0]))
+        brute = sum(_level_cost_brute(need >= k, load) for k in range(1, int(need.max()) + 1))
+        assert abs(schedule_cost(need, load) - brute) < 1e-6
+
+
+def test_schedule_covers_the_need_and_bridges_short_gaps() -> None:
+    need = np.array([2, 0, 2, 0, 0, 0, 0, 2])
+    s = schedule(need, 90.0)  # load 90 s = 2 bins: a 1-bin gap is bridged, a 4-bin gap is not
+    assert (s >= need).all()
+    assert s.tolist() == [2, 2, 2, 0, 0, 2, 2, 2]  # replicas asked for 2 bins ahead
+    assert schedule_cost(need, 90.0) == 2 * (3 * BIN_S + 90.0 + BIN_S + 90.0)
+
+
+def test_need_from_work() -> None:
+    # 600 GPU-s of work in a bin = 10 replicas busy; at u = 0.8 -> 12.5 -> 13 (neighbours count)
+    assert need_replicas(np.array([600.0, 0.0, 0.0]), 0.8).tolist() == [13, 13, 1]

@@ -1,0 +1,390 @@
+"""`autoscaler lint`: the corpus (one manifest per rule, each raising exactly its rule), the
+classic minimal manifest, the shipped deploy/ trees, the loader, the CLI's formats and exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from autoscaler.cli import main
+from autoscaler.lint import RULES, LintOptions, Severity, lint, load_inputs, load_text
+from autoscaler.lint.loader import line_of
+from autoscaler.lint.workload import Container, image_reference, parse_vllm_flags
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "lint"
+RULE_FILES = sorted(CORPUS.glob("VQA*.yaml"))
+
+
+def run(*args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(main, ["lint", *args], input=stdin)
+
+
+def rules_in(*paths: Path | str, **options: Any) -> list[str]:
+    loaded = load_inputs([str(p) for p in paths])
+    assert not loaded.errors
+    findings, _ = lint(loaded.documents, LintOptions(**options))
+    return sorted(f.rule for f in findings)
+
+
+def findings_of(text: str, **options: Any) -> list[Any]:
+    findings, _ = lint(load_text(textwrap.dedent(text), "test.yaml"), LintOptions(**options))
+    return findings
+
+
+# --------------------------------------------------------------------------- the corpus
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=[p.name for p in RULE_FILES])
+def test_each_bad_manifest_raises_exactly_its_rule(path: Path) -> None:
+    rule = path.name.split("_", 1)[0]
+    assert rules_in(path) == [rule]
+
+
+def test_every_rule_has_a_bad_manifest_and_the_ids_are_stable() -> None:
+    covered = {p.name.split("_", 1)[0] for p in RULE_FILES}
+    ids = [r.id for r in RULES]
+    assert ids == [f"VQA{i:03d}" for i in range(1, len(RULES) + 1)]  # never renumbered, no gaps
+    assert covered == set(ids)
+    assert len({r.name for r in RULES}) == len(RULES)
+    for r in RULES:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", r.name), r.name
+        assert r.summary and r.fix
+
+
+def test_the_clean_manifest_is_clean() -> None:
+    assert rules_in(CORPUS / "clean.yaml") == []
+
+
+def test_classic_minimal_manifest_raises_every_rule_that_applies() -> None:
+    classic = CORPUS / "classic.yaml"
+    assert len(classic.read_text().splitlines()) == 14
+    # GPU limit, readiness, --max-model-len, model cache, :latest. Not: taints (no taint or GPU
+    # selector in sight), probes timing (no probes), shm (one GPU), sharing, token, HPAs, surge
+    # (only counted with a GPU limit), replicas (not autoscaled).
+    assert rules_in(classic) == ["VQA001", "VQA005", "VQA007", "VQA009", "VQA011"]
+    result = run(str(classic))
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{classic}:11: error VQA001 gpu-limit-missing: Deployment qwen3-8b, container vllm: ")
+    assert lines[1].startswith("    fix: ")
+    assert lines[-1] == "3 errors, 2 warnings: 1 vLLM workload in 1 file (1 document)"
+
+
+@pytest.mark.parametrize("tree", ["deploy/vllm", "deploy/controller", "deploy"])
+def test_shipped_manifests_lint_clean(tree: str) -> None:
+    result = run(str(REPO / tree))
+    assert result.exit_code == 0, result.output
+    assert "error" not in result.stdout and "warning" not in result.stdout
+
+
+def test_folders_skip_kustomize_patches_and_generator_sources() -> None:
+    loaded = load_inputs([str(REPO / "deploy" / "vllm")])
+    names = {Path(f).name for f in loaded.files}
+    assert "deployment-tp2.yaml" not in names and "args-tp2.yaml" not in names  # patches
+    assert "kustomization.yaml" not in names
+    assert "deployment.yaml" in names
+    loaded = load_inputs([str(REPO / "deploy" / "controller")])
+    assert "autoscaler.yaml" not in {Path(f).name for f in loaded.files}  # configMapGenerator source
+    # a patch named on the command line is still read
+    patch = REPO / "deploy" / "vllm" / "overlays" / "tp2" / "deployment-tp2.yaml"
+    assert load_inputs([str(patch)]).files == [str(patch)]
+
+
+# --------------------------------------------------------------------------- rules in detail
+
+
+GOOD = (CORPUS / "clean.yaml").read_text()
+
+
+def test_vllm_is_recognised_by_command_line_or_image() -> None:
+    shell = GOOD.replace("""          args:
+            - --model=Qwen/Qwen3-8B
+            - --max-model-len=32768
+            - --gpu-memory-utilization=0.90""", """          image: python:3.12-slim
+          command: ["/bin/sh", "-ec"]
+          args: ["pip install vllm && exec vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.9"]""")
+    shell = shell.replace("          image: vllm/vllm-openai:v0.11.0\n", "")
+    assert [f.rule for f in findings_of(shell)] == ["VQA007"]  # recognised, and the flags were read
+    module = GOOD.replace("          args:\n",
+                          '          command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n'
+                          "          args:\n")
+    assert findings_of(module) == []
+    other = GOOD.replace("vllm/vllm-openai:v0.11.0", "nginx:1.27").replace("--model=Qwen/Qwen3-8B", "--port=80")
+    _, ctx = lint(load_text(other, "x.yaml"))
+    assert ctx.vllm_workloads == []
+
+
+def test_env_references_in_args_are_expanded() -> None:
+    text = GOOD.replace("--model=Qwen/Qwen3-8B", "--model=$(MODEL)").replace(
+        "            - name: HF_HOME", "            - name: MODEL\n              value: /cache/models/qwen\n"
+                                      "            - name: HF_HOME")
+    findings, ctx = lint(load_text(text, "x.yaml"))
+    assert findings == []
+    assert ctx.vllm_workloads[0].vllm_containers[0].model == "/cache/models/qwen"
+    # a local model path on a volume that dies with the pod is fetched again by every replica
+    bad = text.replace("persistentVolumeClaim: {claimName: vllm-model-cache}", "emptyDir: {}")
+    (finding,) = lint(load_text(bad, "x.yaml"))[0]
+    assert finding.rule == "VQA009" and finding.message.startswith("the model path /cache/models/qwen is on volume")
+    # outside any volume it is baked into the image: nothing is downloaded
+    assert lint(load_text(text.replace("value: /cache/models/qwen", "value: /models/qwen"), "x.yaml"))[0] == []
+
+
+def test_statefulset_with_a_claim_template_is_a_persistent_cache() -> None:
+    text = GOOD.replace("kind: Deployment", "kind: StatefulSet").replace("""  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxSurge: 0, maxUnavailable: 1}
+""", """  serviceName: qwen3-8b
+  volumeClaimTemplates:
+    - metadata: {name: model-cache}
+      spec:
+        accessModes: [ReadWriteOnce]
+        resources: {requests: {storage: 100Gi}}
+""").replace("""        - name: model-cache
+          persistentVolumeClaim: {claimName: vllm-model-cache}
+""", "")
+    findings, ctx = lint(load_text(text, "x.yaml"))
+    assert findings == [] and ctx.vllm_workloads[0].kind == "StatefulSet"
+
+
+def test_liveness_message_depends_on_its_budget() -> None:
+    text = (CORPUS / "VQA003_liveness_without_startup_probe.yaml").read_text()
+    (short,) = findings_of(text)
+    assert "restarts the container 90 s after it starts" in short.message
+    slow = text.replace("            periodSeconds: 15\n", "            initialDelaySeconds: 900\n"
+                                                         "            periodSeconds: 15\n")
+    (late,) = findings_of(slow)
+    assert late.rule == "VQA003" and "initialDelaySeconds (900 s)" in late.message
+
+
+def test_startup_budget_follows_the_option() -> None:
+    assert [f.rule for f in findings_of(GOOD, model_load_seconds=601)] == ["VQA004"]
+    assert findings_of(GOOD, model_load_seconds=600) == []  # 60 x 10 s
+
+
+def test_multi_gpu_limit_needs_shm_and_host_ipc_is_enough() -> None:
+    two = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"')
+    assert findings_of(two) == []  # the clean manifest has a memory /dev/shm
+    no_shm = two.replace("          emptyDir: {medium: Memory, sizeLimit: 2Gi}", "          emptyDir: {}")
+    (finding,) = findings_of(no_shm)
+    assert finding.rule == "VQA006" and "2 GPUs with a /dev/shm that is not memory-backed" in finding.message
+    host_ipc = no_shm.replace("    spec:\n      containers:", "    spec:\n      hostIPC: true\n      containers:")
+    assert findings_of(host_ipc) == []
+
+
+def test_taint_rule_is_a_warning_without_nodes_and_tolerations_fix_it() -> None:
+    text = (CORPUS / "VQA002_gpu_toleration_missing.yaml").read_text()
+    (finding,) = findings_of(text)
+    assert finding.severity is Severity.WARNING
+    fixed = text.replace("      containers:", "      tolerations:\n        - {key: nvidia.com/gpu, operator: Exists, "
+                                              "effect: NoSchedule}\n      containers:", 1)
+    assert findings_of(fixed) == []
+    nodes = (CORPUS / "VQA002_node_taint.yaml").read_text()
+    (finding,) = findings_of(nodes)
+    assert finding.severity is Severity.ERROR
+    tolerated = nodes.replace("      containers:",
+                              "      tolerations:\n        - {key: nvidia.com/gpu, operator: Equal, "
+                              "value: present, effect: NoSchedule}\n      containers:", 1)
+    assert findings_of(tolerated) == []
+    # a node the pod does not select is no evidence
+    elsewhere = nodes.replace("    spec:\n      containers:", "    spec:\n      nodeSelector: {pool: a100}\n"
+                                                              "      tolerations: [{key: nvidia.com/gpu, operator: "
+                                                              "Exists}]\n      containers:")
+    assert findings_of(elsewhere) == []
+
+
+def test_time_sliced_gpu_is_shared() -> None:
+    shared = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu.shared: "1"')
+    (finding,) = findings_of(shared)
+    assert finding.rule == "VQA008" and "nvidia.com/gpu.shared" in finding.message and "0.90" in finding.message
+    gke = GOOD.replace("    spec:\n      containers:", "    spec:\n      nodeSelector:\n"
+                       "        cloud.google.com/gke-gpu-sharing-strategy: time-sharing\n"
+                       "      tolerations: [{key: nvidia.com/gpu, operator: Exists}]\n      containers:")
+    assert [f.rule for f in findings_of(gke)] == ["VQA008"]
+    sidecar_without_gpu_access = (CORPUS / "VQA008_gpu_shared.yaml").read_text().replace(
+        "{name: NVIDIA_VISIBLE_DEVICES, value: all}", "{name: NVIDIA_VISIBLE_DEVICES, value: none}")
+    assert findings_of(sidecar_without_gpu_access) == []
+
+
+def test_token_is_redacted_and_found_anywhere() -> None:
+    (finding,) = findings_of((CORPUS / "VQA010_hf_token_literal.yaml").read_text())
+    assert "hf_AbCdEf" not in finding.message and "hf_Ab..." in finding.message
+    in_args = GOOD.replace("--model=Qwen/Qwen3-8B", "--hf-token=hf_0123456789abcdefghijKLMNOP")
+    assert [f.rule for f in findings_of(in_args)] == ["VQA010"]
+    other_var = GOOD.replace("            - name: HF_HOME", "            - name: MY_TOKEN\n"
+                                                       "              value: hf_0123456789abcdefghijKLMNOP\n"
+                                                       "            - name: HF_HOME")
+    assert [f.rule for f in findings_of(other_var)] == ["VQA010"]
+
+
+@pytest.mark.parametrize(("image", "pinned"), [
+    ("vllm/vllm-openai", False),
+    ("vllm/vllm-openai:latest", False),
+    ("registry:5000/vllm/vllm-openai", False),
+    ("registry:5000/vllm/vllm-openai:v0.11.0", True),
+    ("vllm/vllm-openai@sha256:" + "a" * 64, True),
+])
+def test_image_pinning(image: str, pinned: bool) -> None:
+    assert _vllm_image(image)
+    rules = [f.rule for f in findings_of(GOOD.replace("vllm/vllm-openai:v0.11.0", image))]
+    assert rules == ([] if pinned else ["VQA011"])
+
+
+def _vllm_image(image: str) -> bool:
+    repository, _, _ = image_reference(image)
+    return repository.endswith("vllm/vllm-openai")
+
+
+def test_hpa_forms() -> None:
+    v1 = GOOD + textwrap.dedent("""\
+        ---
+        apiVersion: autoscaling/v1
+        kind: HorizontalPodAutoscaler
+        metadata: {name: q, namespace: llm}
+        spec:
+          scaleTargetRef: {kind: Deployment, name: qwen3-8b}
+          maxReplicas: 4
+        """)
+    assert [f.rule for f in findings_of(v1)] == ["VQA012"]  # v1 scales on CPU
+    no_metrics = v1.replace("autoscaling/v1", "autoscaling/v2")
+    assert [f.rule for f in findings_of(no_metrics)] == ["VQA012"]  # v2 without metrics: 80 % CPU
+    other_ns = v1.replace("namespace: llm}", "namespace: other}")
+    assert findings_of(other_ns) == []
+    other_target = v1.replace("name: qwen3-8b}", "name: something-else}")
+    assert findings_of(other_target) == []
+
+
+def test_controller_config_file_counts_as_opt_in() -> None:
+    text = (CORPUS / "VQA012_hpa_cpu_memory.yaml").read_text()
+    config = (REPO / "config" / "autoscaler.yaml").read_text()  # targets llm/qwen3-8b
+    findings, ctx = lint(load_text(text, "a.yaml") + load_text(config, "autoscaler.yaml"))
+    assert sorted(f.rule for f in findings) == ["VQA012", "VQA013"]
+    assert ctx.controller_target("llm", "qwen3-8b") is not None
+    assert ctx.controller_target("other", "qwen3-8b") is None
+
+
+def test_replicas_rule_spares_objects_read_from_a_cluster() -> None:
+    text = (CORPUS / "VQA015_replicas_in_managed_manifest.yaml").read_text()
+    assert [f.rule for f in findings_of(text)] == ["VQA015"]
+    live = text.replace("  namespace: llm\n", "  namespace: llm\n  uid: 0b7c9c1e-6d1a-4b8e-9a55-2f4e8f1d2c3a\n"
+                                                "  resourceVersion: \"123\"\n", 1)
+    assert findings_of(live) == []
+
+
+def test_ignore_option_and_annotation() -> None:
+    classic = CORPUS / "classic.yaml"
+    assert rules_in(classic, ignore=frozenset({"VQA001", "max-model-len-missing"})) == ["VQA005", "VQA009", "VQA011"]
+    annotated = classic.read_text().replace(
+        "  name: qwen3-8b\n",
+        '  name: qwen3-8b\n  annotations: {vllm-queue-autoscaler.io/lint-ignore: "VQA001, image-latest"}\n', 1)
+    assert sorted(f.rule for f in findings_of(annotated)) == ["VQA005", "VQA007", "VQA009"]
+    result = run("--ignore", "VQA001,VQA005", "--ignore", "image-latest", str(classic))
+    assert result.exit_code == 0  # warnings only
+    assert run("--ignore", "VQA999", str(classic)).exit_code == 2
+
+
+# --------------------------------------------------------------------------- loader
+
+
+def test_loader_keeps_lines_through_documents_lists_and_flow_style() -> None:
+    text = textwrap.dedent("""\
+        # comment
+        apiVersion: v1
+        kind: List
+        items:
+          - apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: a}
+          - {apiVersion: v1, kind: Secret, metadata: {name: b}}
+        ---
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: c
+        spec:
+          template:
+            spec:
+              containers:
+                - name: x
+                  image: y
+        """)
+    docs = load_text(text, "t.yaml")
+    assert [(d.kind, d.name, d.line) for d in docs] == [("ConfigMap", "a", 5), ("Secret", "b", 8),
+                                                         ("Deployment", "c", 11)]
+    spec = docs[2].data
+    assert line_of(spec, "spec", "template", "spec", "containers", 0, "image") == 20
+    assert line_of(spec, "spec", "template", "nothing", "here") == 16  # deepest existing node
+
+
+def test_unreadable_inputs_exit_2_with_a_located_message(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: [\n")
+    result = run(str(bad), str(CORPUS / "clean.yaml"))
+    assert result.exit_code == 2
+    assert re.search(rf"error: {re.escape(str(bad))}:3:1: invalid YAML: ", result.stderr)
+    assert "clean: 1 vLLM workload" in result.stdout  # the readable input was still linted
+    result = run(str(tmp_path / "missing.yaml"))
+    assert result.exit_code == 2 and "missing.yaml: cannot read: no such file or folder" in result.stderr
+    assert run().exit_code == 2  # no PATH at all
+    (tmp_path / "empty").mkdir()
+    assert run(str(tmp_path / "empty")).exit_code == 2
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert "not UTF-8" in run(str(binary)).stderr
+
+
+def test_stdin_and_json_format() -> None:
+    result = run("--format", "json", "-", stdin=(CORPUS / "classic.yaml").read_text())
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["version"] == 1
+    assert data["summary"] == {"errors": 3, "warnings": 2, "vllm_workloads": 1, "documents": 1,
+                               "files": ["<stdin>"], "unreadable": []}
+    first = data["findings"][0]
+    assert first == {
+        "rule": "VQA001", "name": "gpu-limit-missing", "severity": "error",
+        "object": {"kind": "Deployment", "namespace": None, "name": "qwen3-8b"}, "container": "vllm",
+        "file": "<stdin>", "line": 11, "message": first["message"], "fix": first["fix"],
+    }
+    assert [f["line"] for f in data["findings"]] == sorted(f["line"] for f in data["findings"])
+
+
+def test_no_vllm_workload_and_list_rules() -> None:
+    result = run("-", stdin="apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")
+    assert result.exit_code == 0 and "no vLLM workload" in result.stdout
+    listing = CliRunner().invoke(main, ["lint", "--list-rules"], env={"COLUMNS": "250"})
+    assert listing.exit_code == 0
+    for r in RULES:
+        assert r.id in listing.stdout and r.name in listing.stdout
+
+
+def test_flag_parsing() -> None:
+    flags, positionals = parse_vllm_flags(
+        ["Qwen/Qwen3-8B", "--max_model_len", "8192", "-tp", "2", "--enforce-eager", "--port=8000", "--x", "-1"])
+    assert flags == {"--max-model-len": "8192", "--tensor-parallel-size": "2", "--enforce-eager": None,
+                     "--port": "8000", "--x": "-1"}
+    assert positionals == ["Qwen/Qwen3-8B"]
+
+
+def test_docs_list_every_rule() -> None:
+    docs = (REPO / "docs" / "deploy.md").read_text()
+    for r in RULES:
+        assert f"`{r.id}`" in docs and r.name in docs, r.id
+
+
+def test_container_model_from_positional_or_flag() -> None:
+    def container(args: list[str], command: list[str] | None = None) -> Container:
+        text = json.dumps({"name": "v", "image": "vllm/vllm-openai:v0.11.0", "args": args,
+                           **({"command": command} if command else {})})
+        return Container.from_spec(load_text(text, "c")[0].data)
+
+    assert container(["Qwen/Qwen3-8B", "--port", "8000"]).model == "Qwen/Qwen3-8B"
+    assert container(["--model", "m"]).model == "m"
+    assert container(["serve", "x"], command=["/entrypoint.sh"]).flags_known is False
