@@ -105,6 +105,7 @@ def decide(
             target_kv_cache_usage_ratio=policy.target_kv_cache_usage_ratio,
             saturated_waiting_per_replica=policy.saturated_waiting_per_replica,
             queue_drain_seconds=policy.queue_drain_seconds,
+            target_running_per_replica=policy.target_running_per_replica,
         )
         to_add = max(0, _ceil(demand.replicas) - (ready + flight.counted))
         lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
@@ -168,6 +169,7 @@ def decide(
         kv_cache_usage_mean=demand.kv_usage_total / ready if demand and ready else 0.0,
         queue_replicas=demand.queue_replicas if demand else 0.0,
         kv_replicas=demand.kv_replicas if demand else 0.0,
+        batch_replicas=demand.batch_replicas if demand else 0.0,
         demand_replicas=demand.replicas if demand else 0.0,
         load_now=demand.load if demand else 0.0,
         load_slope_per_second=fc.slope_per_second if fc else 0.0,
@@ -223,7 +225,11 @@ def _reason(
             return Reason.SCALE_UP_MIN_REPLICAS
         if fc is not None and fc.replicas > demand.replicas + _EPS and _ceil(demand.replicas) < desired:
             return Reason.SCALE_UP_FORECAST
-        return Reason.SCALE_UP_QUEUE if demand.driver == "queue" else Reason.SCALE_UP_KV_CACHE
+        return {
+            "queue": Reason.SCALE_UP_QUEUE,
+            "kv_cache": Reason.SCALE_UP_KV_CACHE,
+            "batch": Reason.SCALE_UP_BATCH,
+        }[demand.driver]
     if desired < current:
         if limit_clamp in (Clamp.MAX_REPLICAS, Clamp.GPU_BUDGET) and stabilized >= current:
             return Reason.SCALE_DOWN_MAX_REPLICAS

@@ -37,6 +37,10 @@ class PolicyParams(BaseModel):
     target_kv_cache_usage_ratio: float = Field(
         0.8, gt=0.0, le=1.0, description="KV-cache usage (0-1) per ready replica we aim for."
     )
+    target_running_per_replica: float | None = Field(
+        None, gt=0.0, le=100_000.0,
+        description="Optional: running requests (the batch) per ready replica we aim for, from the TPOT SLO; null = off.",
+    )
     queue_drain_seconds: float = Field(
         120.0, gt=0.0, le=86_400.0, description="Waiting requests above target are sized to drain within this."
     )

@@ -92,6 +92,7 @@ class Reason(StrEnum):
 
     SCALE_UP_QUEUE = "scale_up_queue"
     SCALE_UP_KV_CACHE = "scale_up_kv_cache"
+    SCALE_UP_BATCH = "scale_up_batch"
     SCALE_UP_FORECAST = "scale_up_forecast"
     SCALE_UP_MIN_REPLICAS = "scale_up_min_replicas"
     SCALE_DOWN = "scale_down"
@@ -137,6 +138,7 @@ class DecisionValues:
     queue_model: str = "none"  # "rate", "batch" or "none" (no queue)
     queue_replicas: float = 0.0
     kv_replicas: float = 0.0
+    batch_replicas: float = 0.0
     demand_replicas: float = 0.0
     load_now: float = 0.0
     load_slope_per_second: float = 0.0

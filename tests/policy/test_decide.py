@@ -65,6 +65,13 @@ def test_batch_model_without_throughput() -> None:
             P, 6, Reason.SCALE_UP_FORECAST, None,
         ),
         (
+            # batch signal on: 4 pods with 40 running each (KV 0.5, no queue), target 32 per
+            # replica: 160 / 32 = 5 -> 5; KV 2.0 / 0.8 = 2.5
+            "batch-drives-up",
+            obs(4, pods(4, 0, 40, 0.5, NOW), free_gpus=8),
+            None, PolicyParams(target_running_per_replica=32), 5, Reason.SCALE_UP_BATCH, None,
+        ),
+        (
             # every sample 61 s old (stale after 60): hold, although the numbers say 1 replica
             "all-stale-holds",
             obs(4, pods(4, 0, 0, 0.0, NOW - 61)),

@@ -10,6 +10,7 @@ from autoscaler.policy import Clamp, LeadTimeState, MetricSample, PodStage, PodS
 from autoscaler.policy.demand import (
     arrival_rate,
     batch_queue_replicas,
+    batch_replicas,
     compute_demand,
     fleet_throughput,
     kv_replicas,
@@ -116,6 +117,14 @@ def test_arrival_rate() -> None:
     assert arrival_rate(load, ()) is None
     assert arrival_rate(((0.0, 100.0),), ((0.0, 2.0),)) == pytest.approx(2.0)  # one sample: no growth term
     assert arrival_rate(((0.0, 500.0), (30.0, 100.0)), ((30.0, 1.0),)) == 0.0  # never negative
+
+
+@pytest.mark.parametrize(
+    ("running", "target", "expected"),
+    [(1086.0, 96.0, 1086 / 96), (1086.0, None, 0.0), (0.0, 96.0, 0.0)],  # docstring: 11.3; off: 0
+)
+def test_batch_replicas(running: float, target: float | None, expected: float) -> None:
+    assert batch_replicas(running, target) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
