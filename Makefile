@@ -50,6 +50,7 @@ experiments: venv
 # Speed benchmarks; figures go to benchmarks/results/.
 bench: venv
 	$(PY) benchmarks/bench_sim.py
+	$(PY) benchmarks/bench_replay.py
 
 # The controller image (needs a Docker engine).
 image:

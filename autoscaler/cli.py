@@ -17,6 +17,7 @@ def _register() -> None:
     # Subcommands register themselves here; imports are local so `--help` stays fast.
     from autoscaler.cli_check_config import check_config
     from autoscaler.cli_lint import lint_command
+    from autoscaler.cli_replay import record, replay
     from autoscaler.cli_run import run
     from autoscaler.cli_simulate import simulate
 
@@ -24,6 +25,8 @@ def _register() -> None:
     main.add_command(check_config)
     main.add_command(lint_command)
     main.add_command(simulate)
+    main.add_command(record)
+    main.add_command(replay)
 
 
 _register()

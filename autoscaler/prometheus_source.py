@@ -58,6 +58,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,7 +69,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from autoscaler.policy.types import MetricSample
-from autoscaler.promql import regex_matcher
+from autoscaler.promql import quote_string, regex_matcher
 
 __all__ = [
     "WAITING_METRIC",
@@ -88,6 +89,11 @@ __all__ = [
     "decode_response",
     "build_queries",
     "PrometheusSource",
+    "MAX_POINTS_PER_SERIES",
+    "Series",
+    "parse_matrix",
+    "split_range",
+    "build_target_queries",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -117,6 +123,11 @@ _BODY_EXCERPT: Final = 300
 
 Sample = tuple[dict[str, str], float, float]
 """(labels, value, timestamp) of one instant-vector element, as Prometheus answered it."""
+
+Series = tuple[dict[str, str], list[tuple[float, float]]]
+"""(labels, [(timestamp, value), ...]) of one range-vector (matrix) element."""
+
+MAX_POINTS_PER_SERIES: Final = 11_000  # Prometheus refuses a query_range with more points per series
 
 
 # --------------------------------------------------------------------------- results
@@ -265,6 +276,82 @@ def parse_vector(body: Any) -> list[Sample]:
     return out
 
 
+def parse_matrix(body: Any) -> list[Series]:
+    """Parse a decoded `/api/v1/query_range` answer that must be a range vector (matrix).
+
+    Returns `(labels, [(timestamp, value), ...])` per series, in the server's order. Strict
+    like `parse_vector`: status != "success", another resultType, a missing or ill-typed field,
+    or a value that is not a number raise `PrometheusBadResponse`. Pure.
+    """
+    if not isinstance(body, dict):
+        raise PrometheusBadResponse(f"answer is not a JSON object: {type(body).__name__}")
+    status = body.get("status")
+    if status != "success":
+        error_type = body.get("errorType")
+        error = body.get("error")
+        raise PrometheusBadResponse(
+            f"Prometheus answered status={status!r}: {error_type}: {error}",
+            error_type=error_type if isinstance(error_type, str) else None,
+            error=error if isinstance(error, str) else None,
+        )
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise PrometheusBadResponse("answer has no 'data' object")
+    result_type = data.get("resultType", "matrix")
+    if result_type != "matrix":
+        raise PrometheusBadResponse(f"expected a range vector, got resultType={result_type!r}")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise PrometheusBadResponse("answer has no 'data.result' list")
+    out: list[Series] = []
+    for i, item in enumerate(result):
+        where = f"result[{i}]"
+        if not isinstance(item, dict):
+            raise PrometheusBadResponse(f"{where} is not an object")
+        metric = item.get("metric")
+        if not isinstance(metric, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+        ):
+            raise PrometheusBadResponse(f"{where}: 'metric' must map strings to strings")
+        values = item.get("values")
+        if not isinstance(values, list):
+            raise PrometheusBadResponse(f"{where}: 'values' must be a list of [timestamp, \"value\"] pairs")
+        points: list[tuple[float, float]] = []
+        for j, pair in enumerate(values):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise PrometheusBadResponse(f"{where}.values[{j}]: must be a [timestamp, \"value\"] pair")
+            points.append((_parse_timestamp(pair[0], where), _parse_value(pair[1], where)))
+        out.append((dict(metric), points))
+    return out
+
+
+def split_range(
+    start: float, end: float, step_seconds: float, max_points: int = MAX_POINTS_PER_SERIES
+) -> list[tuple[float, float]]:
+    """Split [start, end] into sub-ranges of at most `max_points` evaluation steps each.
+
+    Every sub-range starts and ends on the grid `start + k * step_seconds`, and consecutive
+    sub-ranges do not share a step, so the concatenated answers hold each step exactly once.
+    Pure; raises ValueError on a non-positive step, end < start or max_points < 1.
+    """
+    if not (math.isfinite(start) and math.isfinite(end) and math.isfinite(step_seconds)):
+        raise ValueError("start, end and step must be finite")
+    if step_seconds <= 0:
+        raise ValueError(f"step must be > 0, got {step_seconds!r}")
+    if end < start:
+        raise ValueError(f"end {end!r} is before start {start!r}")
+    if max_points < 1:
+        raise ValueError(f"max_points must be >= 1, got {max_points!r}")
+    n_steps = int(math.floor((end - start) / step_seconds + 1e-9)) + 1
+    chunks: list[tuple[float, float]] = []
+    first = 0
+    while first < n_steps:
+        last = min(first + max_points, n_steps) - 1
+        chunks.append((start + first * step_seconds, start + last * step_seconds))
+        first = last + 1
+    return chunks
+
+
 def decode_response(status_code: int, body: bytes) -> Any:
     """Turn an HTTP answer of `/api/v1/query` into decoded JSON, or raise a typed error.
 
@@ -346,6 +433,21 @@ def build_queries(namespaces: Sequence[str], rate_window_seconds: int = 60) -> d
         if not isinstance(ns, str) or not ns:
             raise ValueError(f"invalid namespace {ns!r}")
     matcher = regex_matcher("namespace", namespaces)
+    window = f"{rate_window_seconds}s"
+    return {key: _signal_query(metric, agg, matcher, window) for key, (metric, agg) in SIGNALS.items()}
+
+
+def build_target_queries(namespace: str, pod_regex: str, rate_window_seconds: int = 60) -> dict[str, str]:
+    """The PromQL of `build_queries`, restricted to the pods of one namespace whose name matches
+    the RE2 regex `pod_regex` (anchored by Prometheus): what `autoscaler record` evaluates
+    over a range, so that each step holds exactly what a live `fetch()` at that instant reads.
+    Pure; raises ValueError on an empty namespace or regex."""
+    _check_rate_window(rate_window_seconds)
+    if not isinstance(namespace, str) or not namespace:
+        raise ValueError(f"invalid namespace {namespace!r}")
+    if not isinstance(pod_regex, str) or not pod_regex:
+        raise ValueError(f"invalid pod regex {pod_regex!r}")
+    matcher = f"{regex_matcher('namespace', [namespace])}, pod=~{quote_string(pod_regex)}"
     window = f"{rate_window_seconds}s"
     return {key: _signal_query(metric, agg, matcher, window) for key, (metric, agg) in SIGNALS.items()}
 
@@ -576,7 +678,85 @@ class PrometheusSource:
         body = retrying(self._query_once, promql, params)
         return parse_vector(body)
 
+    def query_range(
+        self,
+        promql: str,
+        start: float,
+        end: float,
+        step_seconds: float,
+        max_points: int = MAX_POINTS_PER_SERIES,
+    ) -> list[Series]:
+        """One range query over [start, end] every `step_seconds`, sent in chunks of at most
+        `max_points` steps (`split_range`), each chunk retried like `query`, parsed with
+        `parse_matrix`. Series of all chunks are merged by their label set; points are in
+        time order."""
+        merged: dict[tuple[tuple[str, str], ...], Series] = {}
+        for chunk_start, chunk_end in split_range(start, end, step_seconds, max_points):
+            params: dict[str, str] = {
+                "timeout": f"{self._timeout:g}",
+                "start": f"{chunk_start:.3f}",
+                "end": f"{chunk_end:.3f}",
+                "step": f"{step_seconds:g}",
+            }
+            retrying = tenacity.Retrying(
+                stop=tenacity.stop_after_attempt(self._retry_attempts),
+                wait=tenacity.wait_exponential(
+                    multiplier=_BACKOFF_INITIAL_SECONDS, max=_BACKOFF_MAX_SECONDS
+                ),
+                retry=tenacity.retry_if_exception(_is_retryable),
+                sleep=self._sleep,
+                before_sleep=self._log_retry,
+                reraise=True,
+            )
+            body = retrying(self._query_range_once, promql, params)
+            for labels, points in parse_matrix(body):
+                key = tuple(sorted(labels.items()))
+                if key in merged:
+                    merged[key][1].extend(points)
+                else:
+                    merged[key] = (labels, list(points))
+        for _, points in merged.values():
+            points.sort(key=lambda p: p[0])
+        return list(merged.values())
+
     # ------------------------------------------------------------------ HTTP
+
+    def _query_range_once(self, promql: str, params: dict[str, str]) -> Any:
+        # custom_query_range rounds start/end to whole seconds; our params override them
+        # (the client merges `params` last), keeping millisecond-aligned steps.
+        epoch = datetime.fromtimestamp(0, tz=timezone.utc)
+        return self._send(
+            lambda: self._prom.custom_query_range(promql, epoch, epoch, params["step"], params=params)
+        )
+
+    def _send(self, call: Callable[[], Any]) -> Any:
+        """Run one client call with the same error classification as `_query_once`."""
+        self._local.response = None
+        failure: Exception | None = None
+        try:
+            call()
+        except requests.exceptions.SSLError as exc:
+            raise PrometheusUnavailable(
+                f"TLS error talking to Prometheus at {self._safe_url}: {_shorten(str(exc))}",
+                retryable=False,
+            ) from exc
+        except (
+            requests.exceptions.ConnectionError,
+            requests.exceptions.Timeout,
+            requests.exceptions.ChunkedEncodingError,
+        ) as exc:
+            raise PrometheusUnavailable(
+                f"Prometheus at {self._safe_url} unreachable: {type(exc).__name__}: {_shorten(str(exc))}"
+            ) from exc
+        except Exception as exc:  # noqa: BLE001 - reclassified from the raw response below
+            failure = exc
+        response: requests.Response | None = getattr(self._local, "response", None)
+        self._local.response = None
+        if response is None:
+            raise PrometheusError(
+                f"query to {self._safe_url} failed without an answer: {_shorten(repr(failure))}"
+            ) from failure
+        return decode_response(response.status_code, response.content)
 
     def _capture_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         # Session response hook: keep the raw answer so that we classify it ourselves

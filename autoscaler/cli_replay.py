@@ -1,0 +1,257 @@
+"""`autoscaler record` and `autoscaler replay`: what-if replay against recorded metrics.
+
+Every failure the user can fix (unreadable, truncated or corrupt file, other format version,
+a series the policy needs missing, config without the target, Prometheus errors) prints one
+line `error: ...` to stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import sys
+import time
+from typing import Any, NoReturn
+
+import click
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d|w))")
+
+
+def parse_duration(text: str) -> float:
+    """`15s`, `1m30s`, `24h`, `7d`, or plain seconds -> seconds."""
+    s = text.strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * units[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 15s, 5m, 24h, 7d)")
+    return total
+
+
+def parse_time(text: str) -> float:
+    """Unix seconds or an ISO-8601 time (UTC when no offset is given)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (Unix seconds or ISO 8601)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
+
+
+def _target(text: str) -> tuple[str, str]:
+    ns, sep, name = text.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise ValueError(f"--target must be NAMESPACE/DEPLOYMENT, got {text!r}")
+    return ns, name
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {' '.join(message.split())}", err=True)
+    sys.exit(2)
+
+
+@click.command("record")
+@click.option("--prometheus", "prometheus_url", required=True, help="Prometheus base URL.")
+@click.option("--target", required=True, help="NAMESPACE/DEPLOYMENT to record.")
+@click.option("--since", default="24h", show_default=True, help="How far back from --end.")
+@click.option("--start", "start_text", default=None, help="Start (Unix seconds or ISO 8601); overrides --since.")
+@click.option("--end", "end_text", default=None, help="End (Unix seconds or ISO 8601); default: now, on the step grid.")
+@click.option("--step", default="15s", show_default=True, help="Evaluation step (the controller's tick).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.jsonl.gz).")
+@click.option("--pod-regex", default=None, help="RE2 regex of the Deployment's pod names (default NAME-<hash>-<id>).")
+@click.option("--rate-window", default="60s", show_default=True, help="Window of rate(vllm:request_success_total).")
+@click.option("--timeout", "timeout_seconds", default=30.0, show_default=True, help="Timeout of one query, seconds.")
+@click.option("--bearer-token-file", default=None, type=click.Path(dir_okay=False), help="Bearer token file.")
+@click.option("--ca-file", default=None, type=click.Path(dir_okay=False), help="PEM CA bundle.")
+@click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify Prometheus' certificate.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def record(
+    prometheus_url: str, target: str, since: str, start_text: str | None, end_text: str | None, step: str,
+    out: str, pod_regex: str | None, rate_window: str, timeout_seconds: float, bearer_token_file: str | None,
+    ca_file: str | None, insecure_skip_tls_verify: bool, quiet: bool,
+) -> None:
+    """Record every series the decision core reads for one Deployment into one file."""
+    from autoscaler.prometheus_source import PrometheusError, PrometheusSource
+    from autoscaler.replay.format import write_recording
+    from autoscaler.replay.recorder import record as do_record
+
+    try:
+        namespace, deployment = _target(target)
+        step_seconds = parse_duration(step)
+        if not step_seconds > 0:
+            raise ValueError("--step must be > 0")
+        window = parse_duration(rate_window)
+        if window < 1 or window != int(window):
+            raise ValueError("--rate-window must be a whole number of seconds >= 1")
+        end = parse_time(end_text) if end_text else math.floor(time.time() / step_seconds) * step_seconds
+        start = parse_time(start_text) if start_text else end - parse_duration(since)
+        if end < start:
+            raise ValueError("--end is before --start")
+        token = None
+        if bearer_token_file:
+            with open(bearer_token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        source = PrometheusSource(
+            prometheus_url, timeout_seconds=timeout_seconds, bearer_token=token, ca_file=ca_file,
+            insecure_skip_tls_verify=insecure_skip_tls_verify,
+        )
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+
+    def progress(done: int, total: int) -> None:
+        if not quiet:
+            click.echo(f"\rrecording: query {done}/{total}", nl=done == total, err=True)
+
+    try:
+        with source:
+            header, steps = do_record(
+                source, namespace=namespace, deployment=deployment, start=start, end=end,
+                step_seconds=step_seconds, pod_regex=pod_regex, rate_window_seconds=int(window),
+                prometheus_url=repr(source).split("url=")[1].split(",")[0].strip("'"), progress=progress,
+            )
+        n = write_recording(out, header, steps)
+    except PrometheusError as exc:
+        _fail(f"Prometheus: {exc}")
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    pods = len({p.name for s in steps for p in s.pods})
+    if not quiet:
+        click.echo(f"wrote {out}: {n} steps of {step_seconds:g} s, {pods} pods; "
+                   f"readiness from {header.metadata['readiness_source']}, spec from {header.metadata['spec_source']}",
+                   err=True)
+
+
+@click.command("replay")
+@click.option("--metrics", required=True, type=click.Path(dir_okay=False), help="Recording (or Prometheus query_range export).")
+@click.option("--config", "configs", required=True, multiple=True,
+              help="Config file, or `hpa-queue[:target=5,min=1,max=10]`. Twice for a side-by-side diff.")
+@click.option("--target", "target_text", default=None, help="NAMESPACE/DEPLOYMENT (default: the recording's).")
+@click.option("--free-gpus", type=int, default=None, help="Free GPUs to assume each tick (default: unknown).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the full timeline as JSON.")
+@click.option("--plot", "plot_out", default=None, type=click.Path(dir_okay=False), help="Write a PNG plot (matplotlib).")
+@click.option("--limit", default=40, show_default=True, help="Differing ticks shown in the table.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--closed-loop", "recorded_policy", default=None, metavar="RECORDED",
+              help="Also run the closed-loop counterfactual on the fleet model: RECORDED is the policy that ran "
+                   "(config file or hpa-queue[:...]); the --config are the candidates.")
+@click.option("--profile", "profile_name", default="qwen3-8b-h100", show_default=True,
+              help="Fleet-model profile of the closed-loop run (simulations/profiles/NAME.yaml or a path).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the rebuilt arrivals.")
+def replay(
+    metrics: str, configs: tuple[str, ...], target_text: str | None, free_gpus: int | None, json_out: str | None,
+    plot_out: str | None, limit: int, no_progress: bool, recorded_policy: str | None, profile_name: str, seed: int,
+) -> None:
+    """Open-loop replay: recorded observations through the same decide() the controller runs."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from autoscaler.replay.format import RecordingError, read_recording
+    from autoscaler.replay.open_loop import load_policy
+    from autoscaler.replay.open_loop import replay as do_replay
+    from autoscaler.replay.report import plot, print_report, to_json, write_json
+
+    if len(configs) > 2:
+        _fail("at most two --config")
+    try:
+        recording = read_recording(metrics)
+        ns, name = _target(target_text) if target_text else (recording.header.namespace, recording.header.deployment)
+        if not ns or not name:
+            raise RecordingError(f"{metrics}: the recording names no target: pass --target NAMESPACE/DEPLOYMENT")
+        policies = [load_policy(c, ns, name) for c in configs]
+        if plot_out:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise RecordingError("--plot needs matplotlib: pip install matplotlib") from None
+        console = Console(stderr=False)
+        replays = []
+        show = not no_progress and len(recording.steps) >= 20_000 and console.is_terminal
+        with Progress(console=Console(stderr=True), disable=not show, transient=True) as bar:
+            for p in policies:
+                task = bar.add_task(f"replaying {p.name}", total=len(recording.steps))
+
+                def advance(n: int, task: Any = task) -> None:
+                    bar.advance(task, n)
+
+                replays.append(do_replay(recording, p, free_gpus=free_gpus, progress=advance))
+    except RecordingError as exc:
+        _fail(str(exc))
+    summaries: list[dict[str, Any]] = [
+        r.summary(recording.header.step_seconds, p.gpus_per_replica) for r, p in zip(replays, policies)
+    ]
+    print_report(console, recording, replays, summaries, limit)
+    closed: dict[str, Any] | None = None
+    if recorded_policy is not None:
+        closed = _closed_loop(console, recording, recorded_policy, configs, ns, name, profile_name, seed)
+    try:
+        if json_out:
+            doc = to_json(recording, replays, summaries)
+            if closed is not None:
+                doc["counterfactual"] = closed
+            write_json(json_out, doc)
+        if plot_out:
+            plot(plot_out, recording, replays)
+    except OSError as exc:
+        _fail(f"cannot write output: {exc}")
+
+
+def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
+                 profile_name: str, seed: int) -> dict[str, Any]:
+    from rich.table import Table
+
+    from autoscaler.replay.format import RecordingError
+    from autoscaler.replay.open_loop import load_policy
+
+    try:
+        from autoscaler.replay.closed_loop import counterfactual
+        from autoscaler.sim.profile import load_profile
+    except ImportError as exc:
+        _fail(f"--closed-loop needs the simulator's dependencies (numpy): {exc}")
+    try:
+        base = load_policy(recorded, ns, name)
+        cands = [load_policy(c, ns, name) for c in candidates]
+    except RecordingError as exc:
+        _fail(str(exc))
+    try:
+        profile = load_profile(profile_name)
+    except (OSError, ValueError, KeyError) as exc:
+        _fail(f"--profile {profile_name}: {exc}")
+    out = counterfactual(recording, base, cands, profile, seed=seed)
+    out.pop("results")
+    table = Table(title=f"Closed-loop counterfactual (fleet model, profile {profile_name})")
+    table.add_column("")
+    labels = ["recorded: " + base.name] + [f"{chr(65 + i)}: {c.name}" for i, c in enumerate(cands)]
+    for lab in labels:
+        table.add_column(lab, overflow="fold")
+    for key, label in (("slo_attainment", "SLO attainment"), ("ttft_p99_s", "TTFT p99 (s)"),
+                       ("gpu_hours", "GPU-hours"), ("scale_actions", "scale actions"),
+                       ("peak_replicas", "peak replicas"), ("requests", "requests")):
+        table.add_row(label, *[f"{b[key]:.3g}" if isinstance(b[key], float) else str(b[key])
+                               for b in out["scoreboard"]])
+    console.print(table)
+    f = out["fidelity"]
+    console.print(
+        f"demand rebuilt from the recording: {out['demand_rebuild']['arrivals']}; prompt lengths: "
+        f"{out['demand_rebuild']['prompt_lengths']}; output lengths: {out['demand_rebuild']['output_lengths']}"
+    )
+    console.print(
+        f"fidelity of the rebuilt run of the recorded policy over {f['minutes']} min: replicas off by "
+        f"{f['replicas_mae']:.2f} on average, replica-hours {f['replica_hours_error']:+.1%}, requests waiting off by "
+        f"{f['waiting_mae']:.1f} on average (recorded mean {f['recorded_waiting_mean']:.1f})"
+    )
+    return out

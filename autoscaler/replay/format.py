@@ -1,0 +1,389 @@
+"""The recording file: `vqa-recording` version 1, gzip-compressed JSON lines, one file.
+
+Line 1, the header (a JSON object):
+
+    {"format": "vqa-recording", "version": 1,
+     "target": {"namespace": "llm", "deployment": "qwen"},
+     "step_seconds": 15.0, "start": 1764700000.0, "end": 1764786400.0,
+     "metadata": {...free-form provenance, see below...}}
+
+Then one line per evaluation step, in time order (`t` = start + k * step_seconds):
+
+    {"t": 1764700000.0, "spec": 3, "ready": 3, "rollout": false,
+     "pods": [["qwen-0", true, null, [4.0, 1764699999.2], [8.0, 1764699999.2],
+               [0.61, 1764699999.2], "vllm:kv_cache_usage_perc", [1.6, 1764699999.2],
+               1764690000.0, 1764690002.0, 1764690300.0]],
+     "demand": {"requests_per_second": 4.8, "prompt_tokens_per_second": 3100.0,
+                "generation_tokens_per_second": 900.0}}
+
+* `spec` / `ready`: the Deployment's spec and ready replicas at that step (null = unknown);
+  `rollout`: a rollout of a new template was in progress.
+* `pods`: one array per pod of the target, sorted by name, fields in this order (`POD_FIELDS`):
+  name, ready, stage, waiting, running, kv, kv_metric, completed, created, scheduled,
+  ready_at. Arrays rather than objects keep a 30-day file small and quick to read.
+* each signal is `[value, sample_timestamp]` exactly as a live `PrometheusSource.fetch()` at
+  `t` reads it (same PromQL, evaluated at `t`), or null when the pod had no series. Values
+  NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf" (strict JSON).
+* `ready` of a pod: Ready condition (kube-state-metrics) or, without kube-state-metrics, the
+  presence of a vLLM series; `stage` is null (serving or going away) or one of
+  `unschedulable`, `scheduled`, `loading` for a pod on its way.
+* `demand` (optional): fleet rates used to rebuild the demand; absent keys = not recorded.
+  Histogram buckets go under `demand["prompt_tokens_buckets"]` / `["generation_tokens_buckets"]`
+  as `{le: per-second rate}`.
+
+Last line, the trailer: `{"end": true, "steps": N}`. A file without it was cut short.
+
+Metadata keys written by `autoscaler record`: `recorded_at`, `prometheus` (URL, credentials
+redacted), `pod_regex`, `rate_window_seconds`, `readiness_source` ("kube_pod_status_ready" or
+"vllm_series"), `spec_source` ("kube_deployment_spec_replicas" or "ready_pods"),
+`startup_source`, `notes` (list of strings). Readers ignore unknown metadata keys; any other
+change of meaning bumps `version`.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import math
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final, NamedTuple
+
+from autoscaler.policy.types import MetricSample, PodStage
+
+FORMAT_NAME: Final = "vqa-recording"
+FORMAT_VERSION: Final = 1
+
+SIGNAL_KEYS: Final = ("waiting", "running", "kv", "completed")
+
+
+_STAGES: Final = {s.value: s for s in PodStage}
+
+
+class RecordingError(Exception):
+    """A recording that cannot be read: truncated, corrupt, other version, missing a series."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+class RecordedPod(NamedTuple):
+    """One pod of the target at one step (a NamedTuple: cheap to build, 170k steps a month)."""
+
+    name: str
+    ready: bool
+    stage: PodStage | None = None
+    waiting: MetricSample | None = None
+    running: MetricSample | None = None
+    kv: MetricSample | None = None
+    kv_metric: str | None = None
+    completed: MetricSample | None = None
+    created: float | None = None
+    scheduled: float | None = None
+    ready_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """Everything recorded at one evaluation instant `t`."""
+
+    t: float
+    spec: int | None
+    ready: int | None = None
+    rollout: bool = False
+    pods: tuple[RecordedPod, ...] = ()
+    demand: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Header:
+    namespace: str
+    deployment: str
+    step_seconds: float
+    start: float
+    end: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.deployment}"
+
+
+@dataclass(frozen=True)
+class Recording:
+    header: Header
+    steps: tuple[Step, ...]
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _num(value: float) -> float | str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return value
+
+
+_SPECIAL: Final = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
+
+
+def _float(raw: Any, where: str) -> float:
+    if isinstance(raw, str) and raw in _SPECIAL:
+        return _SPECIAL[raw]
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise RecordingError(f"{where}: expected a number, got {raw!r}")
+    return float(raw)
+
+
+def _sample(s: MetricSample | None) -> list[float | str] | None:
+    return None if s is None else [_num(s.value), s.timestamp]
+
+
+POD_FIELDS: Final = ("name", "ready", "stage", "waiting", "running", "kv", "kv_metric", "completed",
+                      "created", "scheduled", "ready_at")
+
+
+def encode_step(step: Step) -> dict[str, Any]:
+    pods = [
+        [p.name, p.ready, p.stage.value if p.stage else None, _sample(p.waiting), _sample(p.running), _sample(p.kv),
+         p.kv_metric, _sample(p.completed), p.created, p.scheduled, p.ready_at]
+        for p in step.pods
+    ]
+    out: dict[str, Any] = {"t": step.t, "spec": step.spec, "ready": step.ready, "rollout": step.rollout, "pods": pods}
+    if step.demand:
+        out["demand"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in step.demand.items()}
+    return out
+
+
+def encode_header(header: Header) -> dict[str, Any]:
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "target": {"namespace": header.namespace, "deployment": header.deployment},
+        "step_seconds": header.step_seconds,
+        "start": header.start,
+        "end": header.end,
+        "metadata": header.metadata,
+    }
+
+
+def _dumps(doc: Any) -> str:
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+
+
+def write_recording(path: str | Path, header: Header, steps: Iterable[Step]) -> int:
+    """Write the file atomically enough for a CLI (to `path`); returns the number of steps."""
+    n = 0
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as fh:
+        fh.write(_dumps(encode_header(header)) + "\n")
+        for step in steps:
+            fh.write(_dumps(encode_step(step)) + "\n")
+            n += 1
+        fh.write(_dumps({"end": True, "steps": n}) + "\n")
+    return n
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _decode_sample(raw: Any, where: str) -> MetricSample | None:
+    if raw is None:
+        return None
+    try:
+        v, ts = raw  # float() reads the strings "NaN", "+Inf", "-Inf" too
+        if isinstance(v, str) and v not in _SPECIAL:
+            raise ValueError(v)
+        return MetricSample(float(v), float(ts))
+    except (TypeError, ValueError):
+        raise RecordingError(f"{where}: expected [value, timestamp] or null, got {raw!r}") from None
+
+
+def _opt_float(raw: Any, where: str) -> float | None:
+    return None if raw is None else _float(raw, where)
+
+
+def _opt_int(raw: Any, where: str) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != int(raw) or raw < 0:
+        raise RecordingError(f"{where}: expected a replica count, got {raw!r}")
+    return int(raw)
+
+
+def decode_step(doc: Any, where: str) -> Step:
+    if not isinstance(doc, dict):
+        raise RecordingError(f"{where}: not a JSON object")
+    if "t" not in doc:
+        raise RecordingError(f"{where}: no 't'")
+    pods_raw = doc.get("pods", [])
+    if not isinstance(pods_raw, list):
+        raise RecordingError(f"{where}: 'pods' is not a list")
+    pods = []
+    for i, p in enumerate(pods_raw):
+        try:
+            name, ready, stage_raw, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
+            if not isinstance(name, str) or not isinstance(ready, bool) or not (
+                kv_metric is None or isinstance(kv_metric, str)
+            ):
+                raise TypeError(name)
+            pods.append(
+                RecordedPod(
+                    name,
+                    ready,
+                    _STAGES[stage_raw] if stage_raw is not None else None,
+                    None if w is None else _decode_sample(w, where),
+                    None if r is None else _decode_sample(r, where),
+                    None if kv is None else _decode_sample(kv, where),
+                    kv_metric,
+                    None if c is None else _decode_sample(c, where),
+                    None if created is None else float(created),
+                    None if scheduled is None else float(scheduled),
+                    None if ready_at is None else float(ready_at),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            raise RecordingError(f"{where} pods[{i}]: not a valid pod entry ({len(POD_FIELDS)} fields: "
+                                 f"{', '.join(POD_FIELDS)})") from None
+    demand_raw = doc.get("demand") or {}
+    if not isinstance(demand_raw, dict):
+        raise RecordingError(f"{where}: 'demand' is not an object")
+    demand = {k: (_float(v, f"{where}.demand.{k}") if isinstance(v, str | int | float) else v)
+              for k, v in demand_raw.items()}
+    return Step(
+        t=_float(doc["t"], f"{where}.t"),
+        spec=_opt_int(doc.get("spec"), f"{where}.spec"),
+        ready=_opt_int(doc.get("ready"), f"{where}.ready"),
+        rollout=bool(doc.get("rollout", False)),
+        pods=tuple(pods),
+        demand=demand,
+    )
+
+
+def decode_header(doc: Any, source: str) -> Header:
+    if not isinstance(doc, dict):
+        raise RecordingError(f"{source}: the first line is not a JSON object")
+    if doc.get("format") != FORMAT_NAME:
+        raise RecordingError(f"{source}: not a {FORMAT_NAME} file (format={doc.get('format')!r})")
+    version = doc.get("version")
+    if version != FORMAT_VERSION:
+        raise RecordingError(
+            f"{source}: {FORMAT_NAME} version {version!r} is not supported (this autoscaler reads version {FORMAT_VERSION})"
+        )
+    target = doc.get("target")
+    if not isinstance(target, dict) or not isinstance(target.get("namespace"), str) or not isinstance(
+        target.get("deployment"), str
+    ):
+        raise RecordingError(f"{source}: header has no target namespace/deployment")
+    step = _float(doc.get("step_seconds"), f"{source} header step_seconds")
+    if not step > 0:
+        raise RecordingError(f"{source}: header step_seconds must be > 0, got {step!r}")
+    metadata = doc.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise RecordingError(f"{source}: header metadata is not an object")
+    return Header(
+        namespace=target["namespace"],
+        deployment=target["deployment"],
+        step_seconds=step,
+        start=_float(doc.get("start"), f"{source} header start"),
+        end=_float(doc.get("end"), f"{source} header end"),
+        metadata=metadata,
+    )
+
+
+def _lines(fh: IO[str], source: str) -> Iterator[tuple[int, str]]:
+    try:
+        for lineno, line in enumerate(fh, start=1):
+            yield lineno, line
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise RecordingError(f"{source}: truncated or corrupt gzip stream ({exc})") from None
+    except UnicodeDecodeError:
+        raise RecordingError(f"{source}: not UTF-8 text") from None
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: reading a month builds millions of small acyclic
+    objects that each collection pass would rescan. Reference counting still frees
+    everything; the collector resumes on exit."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_recording(path: str | Path) -> Recording:
+    """Read and validate a recording, or a plain Prometheus query_range JSON export (see
+    `autoscaler.replay.prom_export`). Raises `RecordingError` with a one-line message."""
+    with no_gc():
+        return _read_recording(path)
+
+
+def _read_recording(path: str | Path) -> Recording:
+    p = Path(path)
+    source = str(path)
+    try:
+        gz = _is_gzip(p)
+    except OSError as exc:
+        raise RecordingError(f"{source}: cannot open: {exc.strerror or exc}") from None
+    try:
+        fh: IO[str] = gzip.open(p, "rt", encoding="utf-8") if gz else open(p, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:  # pragma: no cover - checked just above
+        raise RecordingError(f"{source}: cannot open: {exc}") from None
+    with fh:
+        lines = _lines(fh, source)
+        first = next(lines, None)
+        if first is None:
+            raise RecordingError(f"{source}: empty file")
+        text = first[1].strip()
+        try:
+            first_doc: Any = json.loads(text)
+        except json.JSONDecodeError:
+            first_doc = None
+        if not (isinstance(first_doc, dict) and "format" in first_doc):
+            if text.startswith(("{", "[")):
+                # not our header: a plain Prometheus query_range export (one JSON document)
+                rest = "".join(line for _, line in lines)
+                from autoscaler.replay.prom_export import recording_from_export
+
+                return recording_from_export(first[1] + rest, source)
+            raise RecordingError(f"{source}: line 1 is not JSON (not a {FORMAT_NAME} file)")
+        header = decode_header(first_doc, source)
+        steps: list[Step] = []
+        trailer: dict[str, Any] | None = None
+        for lineno, line in lines:
+            if not line.strip():
+                continue
+            if trailer is not None:
+                raise RecordingError(f"{source}: line {lineno}: data after the end marker")
+            if not line.endswith("\n"):
+                raise RecordingError(f"{source}: truncated at line {lineno} (no end marker)")
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError:
+                raise RecordingError(f"{source}: line {lineno} is not JSON (corrupt or truncated)") from None
+            if isinstance(doc, dict) and doc.get("end") is True:
+                trailer = doc
+                continue
+            step = decode_step(doc, f"{source}: line {lineno}")
+            if steps and step.t <= steps[-1].t:
+                raise RecordingError(f"{source}: line {lineno}: step t={step.t} is not after the previous one")
+            steps.append(step)
+    if trailer is None:
+        raise RecordingError(f"{source}: truncated: no end marker after {len(steps)} steps")
+    if trailer.get("steps") != len(steps):
+        raise RecordingError(f"{source}: end marker says {trailer.get('steps')!r} steps, file has {len(steps)}")
+    return Recording(header=header, steps=tuple(steps))

@@ -1,0 +1,270 @@
+"""The `hpa-queue` baseline: a HorizontalPodAutoscaler (autoscaling/v2) with one `Pods` metric,
+`vllm:num_requests_waiting`, target type AverageValue (default 5), and the default behavior.
+Pure: `hpa_decide(params, observation, state, now) -> (decision, new_state)`.
+
+Follows kubernetes pkg/controller/podautoscaler (release-1.30):
+
+* replica_calculator.go `calcPlainMetricReplicas` / `groupPods`: pods being deleted or Failed
+  are ignored; Pending pods are "unready"; a non-pending pod without a metric is "missing";
+  every other pod counts as ready (for a non-CPU metric readiness is not checked). Usage =
+  sum of the pods' metric (milli-units, int64) / number of pods with a metric (integer
+  division, `metricsclient.GetMetricUsageRatio`); ratio = usage / target. Without unready
+  (on scale-up) or missing pods: within tolerance (|1 - ratio| <= 0.1) -> current replicas,
+  else ceil(ratio * readyPodCount). Otherwise missing pods count as the target on a
+  scale-down and as 0 on a scale-up; on a scale-up unready pods count as 0; the ratio is
+  recomputed; within tolerance or a flipped direction -> current; ceil(newRatio * pods with
+  a metric), and no change when that goes against the direction. No pod at all, or no pod
+  with a metric: an error, and the HPA does not scale.
+* horizontal.go `reconcileAutoscaler`: spec replicas 0 (with minReplicas > 0) disables
+  scaling; current > max -> max; current < min -> min; else the metric's proposal through
+  `normalizeDesiredReplicasWithBehaviors`: `maybeInitScaleDownStabilizationWindow` (the
+  current replicas as the first recommendation), `stabilizeRecommendationWithBehaviors`
+  (scale up to the lowest, down to the highest recommendation of the window; up 0 s, down
+  300 s by default; the window keeps samples strictly after the cut-off), then
+  `convertDesiredReplicasWithBehaviorRate` with the default policies (up: max(+100 %, +4 pods)
+  per 15 s; down: -100 % per 15 s) and min/max replicas; scale events are kept per period.
+
+The controller's sync period is 15 s: replay one HPA evaluation per recorded step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from autoscaler.policy.types import Observation, PodStage
+
+HPA_BASELINE_NAME = "hpa-queue"
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    kind: str  # "Pods" | "Percent"
+    value: int
+    period_seconds: int
+
+
+@dataclass(frozen=True)
+class HpaParams:
+    target_average_value: float = 5.0
+    min_replicas: int = 1
+    max_replicas: int = 10
+    tolerance: float = 0.1
+    scale_up_window_seconds: int = 0
+    scale_down_window_seconds: int = 300
+    scale_up_policies: tuple[ScalingPolicy, ...] = (ScalingPolicy("Percent", 100, 15), ScalingPolicy("Pods", 4, 15))
+    scale_down_policies: tuple[ScalingPolicy, ...] = (ScalingPolicy("Percent", 100, 15),)
+    gpus_per_replica: int = 1
+
+
+@dataclass(frozen=True)
+class HpaState:
+    recommendations: tuple[tuple[float, int], ...] | None = None  # None: window not initialised
+    scale_up_events: tuple[tuple[float, int], ...] = ()
+    scale_down_events: tuple[tuple[float, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class HpaDecision:
+    desired_replicas: int
+    current_replicas: int
+    reason: str  # scale_up / scale_down / hold_* (see below)
+    metric_replicas: int | None = None
+    usage: float | None = None  # average waiting per pod the HPA saw
+    limit: str | None = None  # ScaleUpLimit | ScaleDownLimit | TooManyReplicas | TooFewReplicas
+    values: dict[str, float | int | None] = field(default_factory=dict)
+
+
+def _milli(v: float) -> int:
+    return int(math.ceil(v * 1000 - 1e-9))
+
+
+def _usage_ratio(metrics: dict[str, int], target_milli: int) -> tuple[float, int]:
+    total = sum(metrics.values())
+    n = len(metrics)
+    usage = total // n if total >= 0 else -(-total // n)  # Go's int64 division truncates
+    return usage / target_milli, usage
+
+
+def metric_replicas(params: HpaParams, observation: Observation) -> tuple[int | None, float | None]:
+    """The replica count the one metric proposes (None: the metric is unusable -> no scaling)."""
+    current = observation.spec_replicas
+    target = _milli(params.target_average_value)
+    metrics: dict[str, int] = {}
+    missing: list[str] = []
+    unready: list[str] = []
+    ready_count = 0
+    for p in observation.ready_pods:
+        w = p.waiting
+        if w is None or not math.isfinite(w.value):
+            missing.append(p.name)
+            continue
+        metrics[p.name] = _milli(w.value)
+        ready_count += 1
+    for f in observation.pods_in_flight:
+        if f.stage in (PodStage.UNSCHEDULABLE, PodStage.SCHEDULED):
+            unready.append(f.name)  # phase Pending
+        else:
+            missing.append(f.name)  # Running, the server is loading: no /metrics yet
+    if not observation.ready_pods and not observation.pods_in_flight:
+        return None, None
+    if not metrics:
+        return None, None
+    ratio, usage = _usage_ratio(metrics, target)
+    scale_up_with_unready = bool(unready) and ratio > 1.0
+    if not scale_up_with_unready and not missing:
+        if abs(1.0 - ratio) <= params.tolerance:
+            return current, usage / 1000
+        return math.ceil(ratio * ready_count), usage / 1000
+    if missing:
+        fill = target if ratio < 1.0 else 0
+        for name in missing:
+            metrics[name] = fill
+    if scale_up_with_unready:
+        for name in unready:
+            metrics[name] = 0
+    new_ratio, _ = _usage_ratio(metrics, target)
+    if abs(1.0 - new_ratio) <= params.tolerance or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+        return current, usage / 1000
+    new = math.ceil(new_ratio * len(metrics))
+    if (new_ratio < 1.0 and new > current) or (new_ratio > 1.0 and new < current):
+        return current, usage / 1000
+    return new, usage / 1000
+
+
+def _change_in_period(events: tuple[tuple[float, int], ...], period: int, now: float) -> int:
+    cutoff = now - period
+    return sum(n for t, n in events if t > cutoff)
+
+
+def _scale_up_limit(current: int, state: HpaState, params: HpaParams, now: float) -> int:
+    result = -(2**31)
+    for pol in params.scale_up_policies:
+        added = _change_in_period(state.scale_up_events, pol.period_seconds, now)
+        deleted = _change_in_period(state.scale_down_events, pol.period_seconds, now)
+        start = current - added + deleted
+        proposed = start + pol.value if pol.kind == "Pods" else math.ceil(start * (1 + pol.value / 100))
+        result = max(result, proposed)
+    return result
+
+
+def _scale_down_limit(current: int, state: HpaState, params: HpaParams, now: float) -> int:
+    result = 2**31 - 1
+    for pol in params.scale_down_policies:
+        added = _change_in_period(state.scale_up_events, pol.period_seconds, now)
+        deleted = _change_in_period(state.scale_down_events, pol.period_seconds, now)
+        start = current - added + deleted
+        proposed = start - pol.value if pol.kind == "Pods" else int(start * (1 - pol.value / 100))
+        result = min(result, proposed)
+    return result
+
+
+def hpa_decide(
+    params: HpaParams, observation: Observation, state: HpaState, now: float
+) -> tuple[HpaDecision, HpaState]:
+    current = observation.spec_replicas
+    if current == 0 and params.min_replicas != 0:
+        return HpaDecision(0, 0, "hold_scaling_disabled"), state
+    if current > params.max_replicas:
+        desired, reason = params.max_replicas, "scale_down_max_replicas"
+        return _done(params, state, current, desired, reason, None, None, None, now)
+    if current < params.min_replicas:
+        desired, reason = params.min_replicas, "scale_up_min_replicas"
+        return _done(params, state, current, desired, reason, None, None, None, now)
+    proposal, usage = metric_replicas(params, observation)
+    if proposal is None:
+        return HpaDecision(current, current, "hold_metrics_unavailable"), state
+    # normalizeDesiredReplicasWithBehaviors
+    recs = state.recommendations
+    if recs is None:
+        recs = ((now, current),) if params.scale_down_window_seconds > 0 else ()
+    up_cut = now - params.scale_up_window_seconds
+    down_cut = now - params.scale_down_window_seconds
+    up_rec = down_rec = proposal
+    old_index: int | None = None
+    for i, (t, r) in enumerate(recs):
+        if t > up_cut:
+            up_rec = min(up_rec, r)
+        if t > down_cut:
+            down_rec = max(down_rec, r)
+        if t < up_cut and t < down_cut:
+            old_index = i
+    stabilized = max(current, up_rec)
+    stabilized = min(stabilized, down_rec)
+    if old_index is not None:
+        new_recs = recs[:old_index] + ((now, proposal),) + recs[old_index + 1:]
+    else:
+        new_recs = recs + ((now, proposal),)
+    state = replace(state, recommendations=new_recs)
+    desired, limit = stabilized, None
+    if stabilized > current:
+        up_limit = max(_scale_up_limit(current, state, params, now), current)
+        allowed, limit_name = (up_limit, "ScaleUpLimit") if params.max_replicas > up_limit else (params.max_replicas, "TooManyReplicas")
+        if stabilized > allowed:
+            desired, limit = allowed, limit_name
+    elif stabilized < current:
+        down_limit = min(_scale_down_limit(current, state, params, now), current)
+        allowed, limit_name = (down_limit, "ScaleDownLimit") if params.min_replicas < down_limit else (params.min_replicas, "TooFewReplicas")
+        if stabilized < allowed:
+            desired, limit = allowed, limit_name
+    if desired > current:
+        reason = "scale_up_queue"
+    elif desired < current:
+        reason = "scale_down"
+    elif proposal > current:
+        reason = "hold_max_replicas" if current >= params.max_replicas else "hold_scale_up_window"
+    elif proposal < current:
+        reason = "hold_min_replicas" if current <= params.min_replicas else "hold_scale_down_window"
+    elif usage is not None and abs(1.0 - usage / params.target_average_value) <= params.tolerance:
+        reason = "hold_within_tolerance"
+    else:
+        reason = "hold_steady"
+    return _done(params, state, current, desired, reason, proposal, usage, limit, now)
+
+
+def _done(
+    params: HpaParams,
+    state: HpaState,
+    current: int,
+    desired: int,
+    reason: str,
+    proposal: int | None,
+    usage: float | None,
+    limit: str | None,
+    now: float,
+) -> tuple[HpaDecision, HpaState]:
+    if desired > current:
+        state = replace(state, scale_up_events=_prune(state.scale_up_events, params.scale_up_policies, now) + ((now, desired - current),))
+    elif desired < current:
+        state = replace(state, scale_down_events=_prune(state.scale_down_events, params.scale_down_policies, now) + ((now, current - desired),))
+    return HpaDecision(desired, current, reason, proposal, usage, limit), state
+
+
+def _prune(events: tuple[tuple[float, int], ...], policies: tuple[ScalingPolicy, ...], now: float) -> tuple[tuple[float, int], ...]:
+    longest = max((p.period_seconds for p in policies), default=0)
+    return tuple(e for e in events if e[0] > now - longest)
+
+
+def parse_baseline(spec: str) -> HpaParams | None:
+    """`hpa-queue` or `hpa-queue:target=5,min=1,max=10` -> HpaParams; None if not a baseline name.
+    Raises ValueError on a bad option."""
+    name, _, opts = spec.partition(":")
+    if name != HPA_BASELINE_NAME:
+        return None
+    kw: dict[str, float | int] = {}
+    keys = {"target": ("target_average_value", float), "min": ("min_replicas", int), "max": ("max_replicas", int),
+            "tolerance": ("tolerance", float), "down_window": ("scale_down_window_seconds", int),
+            "gpus_per_replica": ("gpus_per_replica", int)}
+    for part in filter(None, opts.split(",")):
+        k, eq, v = part.partition("=")
+        if not eq or k not in keys:
+            raise ValueError(f"{spec}: unknown option {part!r} (known: {', '.join(keys)})")
+        field_name, typ = keys[k]
+        try:
+            kw[field_name] = typ(v)
+        except ValueError:
+            raise ValueError(f"{spec}: {k}={v!r} is not a number") from None
+    params = HpaParams(**kw)  # type: ignore[arg-type]
+    if params.min_replicas > params.max_replicas or params.target_average_value <= 0:
+        raise ValueError(f"{spec}: need 0 < target and min <= max")
+    return params

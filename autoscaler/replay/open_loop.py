@@ -1,0 +1,205 @@
+"""Open-loop replay: recorded observations, tick by tick, through a policy.
+
+Each recorded step becomes the `Observation` the live loop would have built at that instant
+(`observation_of`), and goes through the policy with the step's time as `now`. Open loop: the
+recorded spec replicas are "current" every tick, whatever the policy decided before; the
+policy's own state (windows, histories, learned lead times) carries over from tick to tick
+as in the live loop. The replica count the recorded controller chose at step k is the spec
+at step k + 1: that is what each decision is compared with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from autoscaler.config import AutoscalerConfig, load_config_file
+from autoscaler.policy import Observation, PodInFlight, PodStartup, PolicyParams, PolicyState, ReadyPod, decide
+from autoscaler.replay.format import Recording, RecordingError, Step, no_gc
+from autoscaler.replay.hpa import HpaParams, HpaState, hpa_decide, parse_baseline
+
+
+_STARTUPS: dict[tuple[float, float | None, float | None], PodStartup] = {}  # immutable values, shared
+
+
+def observation_of(step: Step, free_gpus: int | None = None) -> Observation:
+    """The `Observation` of one recorded step (what `observe.build_observation` builds live)."""
+    ready: list[ReadyPod] = []
+    flight: list[PodInFlight] = []
+    for p in step.pods:
+        startup: PodStartup | None = None
+        if p.created is not None:
+            key = (p.created, p.scheduled, p.ready_at)
+            startup = _STARTUPS.get(key)
+            if startup is None:
+                if len(_STARTUPS) > 100_000:
+                    _STARTUPS.clear()
+                startup = _STARTUPS[key] = PodStartup(p.created, p.scheduled, p.ready_at)
+        if p.ready:
+            ready.append(ReadyPod(p.name, p.waiting, p.running, p.kv, startup, p.completed))
+        elif p.stage is not None and startup is not None:
+            flight.append(PodInFlight(p.name, p.stage, startup))
+    spec = step.spec if step.spec is not None else len(ready)
+    return Observation(
+        spec_replicas=spec,
+        ready_pods=tuple(ready),  # the recording keeps pods sorted by name, like the live loop
+        pods_in_flight=tuple(flight),
+        free_gpus=free_gpus,
+        rollout_in_progress=step.rollout,
+    )
+
+
+@dataclass(frozen=True)
+class Tick:
+    t: float
+    current: int  # recorded spec replicas at this step
+    recorded_next: int | None  # recorded spec at the next step: what actually ran next
+    desired: int
+    reason: str
+    clamp: str | None
+    ready: int
+    waiting_total: float
+
+    @property
+    def differs(self) -> bool:
+        return self.recorded_next is not None and self.desired != self.recorded_next
+
+
+class Policy(Protocol):
+    name: str
+    gpus_per_replica: int
+
+    def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]: ...
+
+
+class CorePolicy:
+    """The decision core with one target's `PolicyParams`; keeps `PolicyState` across ticks."""
+
+    def __init__(self, name: str, params: PolicyParams) -> None:
+        self.name = name
+        self.params = params
+        self.gpus_per_replica = params.gpus_per_replica
+        self.state = PolicyState()
+        self.decisions: list[Any] = []
+
+    def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]:
+        decision, self.state = decide(self.params, observation, self.state, now)
+        return decision.desired_replicas, decision.reason.value, decision.clamp.value if decision.clamp else None
+
+
+class HpaPolicy:
+    """The `hpa-queue` baseline (`autoscaler.replay.hpa`)."""
+
+    def __init__(self, name: str, params: HpaParams) -> None:
+        self.name = name
+        self.params = params
+        self.gpus_per_replica = params.gpus_per_replica
+        self.state = HpaState()
+
+    def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]:
+        decision, self.state = hpa_decide(self.params, observation, self.state, now)
+        return decision.desired_replicas, decision.reason, decision.limit
+
+
+def load_policy(spec: str, namespace: str, deployment: str) -> Policy:
+    """A config file (its target NS/NAME's effective PolicyParams) or a baseline name
+    (`hpa-queue[:target=5,min=1,max=10]`). Raises RecordingError with a one-line message."""
+    try:
+        baseline = parse_baseline(spec)
+    except ValueError as exc:
+        raise RecordingError(str(exc)) from None
+    if baseline is not None:
+        return HpaPolicy(spec, baseline)
+    from autoscaler.config import ConfigError
+
+    try:
+        config: AutoscalerConfig = load_config_file(spec)
+    except ConfigError as exc:
+        problems = "; ".join(exc.problems) if getattr(exc, "problems", None) else str(exc)
+        raise RecordingError(f"{spec}: invalid config: {problems}") from None
+    except OSError as exc:
+        raise RecordingError(f"{spec}: cannot read config: {exc.strerror or exc}") from None
+    target = config.find_target(namespace, deployment)
+    if target is None:
+        known = ", ".join(f"{t.namespace}/{t.deployment}" for t in config.targets) or "none"
+        raise RecordingError(f"{spec}: no target {namespace}/{deployment} in this config (targets: {known})")
+    return CorePolicy(spec, config.policy_for(target))
+
+
+@dataclass
+class Replay:
+    policy: str
+    ticks: list[Tick] = field(default_factory=list)
+
+    def summary(self, step_seconds: float, gpus_per_replica: int) -> dict[str, Any]:
+        n = len(self.ticks)
+        hours = step_seconds / 3600.0
+        return {
+            "policy": self.policy,
+            "ticks": n,
+            "ticks_differing": sum(1 for t in self.ticks if t.differs),
+            "scale_actions": sum(1 for t in self.ticks if t.desired != t.current),
+            "scale_ups": sum(1 for t in self.ticks if t.desired > t.current),
+            "scale_downs": sum(1 for t in self.ticks if t.desired < t.current),
+            "recorded_scale_actions": sum(1 for t in self.ticks if t.recorded_next is not None and t.recorded_next != t.current),
+            # open loop: the replicas asked for, held for one step (not what a closed loop would run)
+            "desired_gpu_hours": sum(t.desired for t in self.ticks) * hours * gpus_per_replica,
+            "recorded_gpu_hours": sum(t.current for t in self.ticks) * hours * gpus_per_replica,
+            "max_desired": max((t.desired for t in self.ticks), default=0),
+            "reasons": _count(t.reason for t in self.ticks),
+        }
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def check_series(recording: Recording, policy: Policy) -> None:
+    """Refuse a recording that lacks a series the policy needs (named in the message)."""
+    steps = recording.steps
+    if not steps:
+        raise RecordingError(f"{recording.header.target}: the recording has no steps")
+    if all(not s.pods for s in steps):
+        raise RecordingError("the recording has no pod at any step: series vllm:num_requests_waiting missing")
+    needed = ["waiting"] if isinstance(policy, HpaPolicy) else ["waiting", "running", "kv"]
+    names = {"waiting": "vllm:num_requests_waiting", "running": "vllm:num_requests_running",
+             "kv": "vllm:kv_cache_usage_perc (or vllm:gpu_cache_usage_perc)"}
+    for key in needed:
+        if not any(getattr(p, key) is not None for s in steps for p in s.pods):
+            raise RecordingError(f"the recording has no series {names[key]}, which policy {policy.name} needs")
+
+
+def replay(
+    recording: Recording,
+    policy: Policy,
+    *,
+    free_gpus: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Replay:
+    """Run the policy over every recorded step (open loop)."""
+    check_series(recording, policy)
+    with no_gc():
+        return _replay(recording, policy, free_gpus, progress)
+
+
+def _replay(
+    recording: Recording, policy: Policy, free_gpus: int | None, progress: Callable[[int], None] | None
+) -> Replay:
+    out = Replay(policy=policy.name)
+    steps: Sequence[Step] = recording.steps
+    n = len(steps)
+    for i, step in enumerate(steps):
+        obs = observation_of(step, free_gpus)
+        desired, reason, clamp = policy(obs, step.t)
+        nxt = steps[i + 1].spec if i + 1 < n else None
+        waiting = sum(p.waiting.value for p in step.pods if p.ready and p.waiting is not None)
+        out.ticks.append(Tick(step.t, obs.spec_replicas, nxt, desired, reason, clamp, len(obs.ready_pods), waiting))
+        if progress is not None and i % 1000 == 999:
+            progress(1000)
+    if progress is not None:
+        progress(n % 1000)
+    return out

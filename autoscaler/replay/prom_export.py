@@ -1,0 +1,163 @@
+"""Read a plain Prometheus `query_range` JSON export as a recording.
+
+Accepted documents (optionally gzip-compressed):
+
+* one `/api/v1/query_range` answer (`{"status": "success", "data": {"resultType": "matrix",
+  ...}}`) of the raw series, e.g. the answer of
+  `{__name__=~"vllm:num_requests_(waiting|running)|vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc|vllm:request_success_total|kube_deployment_spec_replicas", namespace="llm"}`;
+* a JSON object or list holding several such answers (e.g. one per metric name).
+
+The series are aggregated per pod and step as the live queries do: per engine the max over
+duplicated series, then the sum over engines (waiting, running), the max with NaN propagation
+(KV usage, `vllm:kv_cache_usage_perc` preferred per pod), and the per-step increase of
+`vllm:request_success_total` (counter resets handled) as requests finished per second.
+What an export cannot give is said in the metadata notes: sample timestamps are the step
+times (a raw range answer drops them, so staleness cannot be seen), readiness is the presence
+of a vLLM series, and the spec replicas come from `kube_deployment_spec_replicas` if present,
+else the count of such pods.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+from autoscaler.policy.types import MetricSample
+from autoscaler.prometheus_source import (
+    COMPLETED_METRIC,
+    KV_METRIC,
+    KV_METRIC_LEGACY,
+    RUNNING_METRIC,
+    WAITING_METRIC,
+    PrometheusBadResponse,
+    Series,
+    parse_matrix,
+)
+from autoscaler.replay.format import Header, RecordedPod, Recording, RecordingError, Step
+
+_GAUGES = (WAITING_METRIC, RUNNING_METRIC, KV_METRIC, KV_METRIC_LEGACY)
+
+
+def _answers(doc: Any) -> list[Any]:
+    if isinstance(doc, dict) and "status" in doc:
+        return [doc]
+    if isinstance(doc, dict):
+        return [a for v in doc.values() for a in _answers(v)]
+    if isinstance(doc, list):
+        return [a for v in doc for a in _answers(v)]
+    return []
+
+
+def _key(t: float) -> int:
+    return round(t * 1000)
+
+
+def _nanmax(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return max(finite) if finite else math.nan
+
+
+def recording_from_export(text: str, source: str) -> Recording:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordingError(f"{source}: not JSON (corrupt or truncated at char {exc.pos})") from None
+    answers = _answers(doc)
+    if not answers:
+        raise RecordingError(f"{source}: neither a vqa-recording nor a Prometheus query_range answer")
+    series: list[Series] = []
+    for a in answers:
+        try:
+            series += parse_matrix(a)
+        except PrometheusBadResponse as exc:
+            raise RecordingError(f"{source}: bad query_range answer: {exc}") from None
+    # (metric, pod, engine) -> ms -> values of duplicates; counters keyed also by finished_reason
+    gauges: dict[tuple[str, str, str], dict[int, list[float]]] = {}
+    counters: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    spec: dict[int, float] = {}
+    namespaces: set[str] = set()
+    deployments: set[str] = set()
+    times: set[int] = set()
+    for labels, points in series:
+        name = labels.get("__name__", "")
+        if name == "kube_deployment_spec_replicas":
+            deployments.add(labels.get("deployment", ""))
+            for t, v in points:
+                spec[_key(t)] = v
+                times.add(_key(t))
+            continue
+        pod = labels.get("pod", "")
+        if not pod:
+            continue
+        if name in _GAUGES:
+            namespaces.add(labels.get("namespace", ""))
+            d = gauges.setdefault((name, pod, labels.get("engine", "")), {})
+            for t, v in points:
+                d.setdefault(_key(t), []).append(v)
+                times.add(_key(t))
+        elif name == COMPLETED_METRIC:
+            k = (pod, labels.get("engine", ""), labels.get("finished_reason", "") + "|" + labels.get("instance", ""))
+            counters.setdefault(k, []).extend(points)
+    if not gauges:
+        raise RecordingError(f"{source}: the export has no series {WAITING_METRIC}, {RUNNING_METRIC} or KV usage")
+    if len(namespaces) > 1:
+        raise RecordingError(f"{source}: the export spans namespaces {sorted(namespaces)}: export one Deployment")
+    grid = sorted(times)
+    diffs = Counter(b - a for a, b in zip(grid, grid[1:]))
+    step_ms = diffs.most_common(1)[0][0] if diffs else 15_000
+    # requests/s per pod and step from the counters
+    completed: dict[str, dict[int, float]] = {}
+    for (pod, _, _), points in counters.items():
+        points.sort()
+        per_pod = completed.setdefault(pod, {})
+        for (t0, v0), (t1, v1) in zip(points, points[1:]):
+            inc = v1 - v0 if v1 >= v0 else v1
+            per_pod[_key(t1)] = per_pod.get(_key(t1), 0.0) + inc / (t1 - t0)
+    # per (metric, pod) -> ms -> aggregated over engines
+    agg: dict[tuple[str, str], dict[int, float]] = {}
+    engines: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for (name, pod, _), d in gauges.items():
+        e = engines.setdefault((name, pod), {})
+        for ms, vals in d.items():
+            e.setdefault(ms, []).append(_nanmax(vals))
+    for (name, pod), e in engines.items():
+        out = agg.setdefault((name, pod), {})
+        for ms, per_engine in e.items():
+            if name in (WAITING_METRIC, RUNNING_METRIC):
+                out[ms] = sum(per_engine)
+            else:
+                out[ms] = math.nan if any(math.isnan(v) for v in per_engine) else max(per_engine)
+    pods_all = sorted({pod for _, pod in agg})
+    steps: list[Step] = []
+    for ms in grid:
+        t = ms / 1000
+        recorded: list[RecordedPod] = []
+        for pod in pods_all:
+            def s(metric: str, pod: str = pod) -> MetricSample | None:
+                v = agg.get((metric, pod), {}).get(ms)
+                return None if v is None else MetricSample(v, t)
+
+            w, r, kv_new, kv_old = s(WAITING_METRIC), s(RUNNING_METRIC), s(KV_METRIC), s(KV_METRIC_LEGACY)
+            if w is None and r is None and kv_new is None and kv_old is None:
+                continue
+            kv, kv_name = (kv_new, KV_METRIC) if kv_new is not None else (kv_old, KV_METRIC_LEGACY if kv_old else None)
+            c = completed.get(pod, {}).get(ms)
+            recorded.append(RecordedPod(pod, True, None, w, r, kv, kv_name, None if c is None else MetricSample(c, t)))
+        sp = spec.get(ms)
+        spec_int = int(sp) if sp is not None and math.isfinite(sp) else (None if spec else len(recorded))
+        steps.append(Step(t=t, spec=spec_int, ready=len(recorded), pods=tuple(recorded)))
+    namespace = next(iter(namespaces))
+    deployment = next(iter(deployments)) if len(deployments) == 1 else ""
+    notes = [
+        "imported from a Prometheus query_range export: sample timestamps are the step times",
+        "readiness = presence of a vLLM series; pods in flight are not known",
+        "spec replicas from kube_deployment_spec_replicas" if spec else "spec replicas = number of pods with a vLLM series",
+        "completed requests/s = per-step counter increase (not rate() over the controller's window)",
+    ]
+    header = Header(namespace, deployment, step_ms / 1000, grid[0] / 1000, grid[-1] / 1000, {
+        "source": "prometheus query_range export", "readiness_source": "vllm_series",
+        "spec_source": "kube_deployment_spec_replicas" if spec else "ready_pods", "notes": notes,
+    })
+    return Recording(header, tuple(steps))

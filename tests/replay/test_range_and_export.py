@@ -1,0 +1,100 @@
+"""`query_range` helpers of the Prometheus source, and reading a plain query_range export."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from autoscaler.prometheus_source import (
+    FIELD_LABEL,
+    PrometheusBadResponse,
+    build_target_queries,
+    parse_matrix,
+    split_range,
+)
+from autoscaler.replay.format import RecordingError, read_recording
+from autoscaler.replay.recorder import RawResults, assemble, deployment_pod_regex
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "prometheus_api" / "prometheus_api_query_range_matrix_example.json"
+
+
+def test_split_range_keeps_every_step_once_under_the_point_limit() -> None:
+    assert split_range(0, 30, 15) == [(0, 30)]
+    chunks = split_range(0, 86_400 * 30, 15)  # 172,801 steps
+    assert all(round((b - a) / 15) + 1 <= 11_000 for a, b in chunks)
+    steps = [t for a, b in chunks for t in range(int(a), int(b) + 1, 15)]
+    assert steps == list(range(0, 86_400 * 30 + 1, 15))
+    with pytest.raises(ValueError):
+        split_range(10, 0, 15)
+    with pytest.raises(ValueError):
+        split_range(0, 10, 0)
+
+
+def test_parse_matrix_is_strict() -> None:
+    series = parse_matrix(json.loads(FIXTURE.read_text()))
+    assert series[0][0]["job"] == "prometheus" and series[0][1][0] == (1435781430.781, 1.0)
+    with pytest.raises(PrometheusBadResponse, match="range vector"):
+        parse_matrix({"status": "success", "data": {"resultType": "vector", "result": []}})
+    with pytest.raises(PrometheusBadResponse, match="not a number"):
+        parse_matrix({"status": "success", "data": {"resultType": "matrix",
+                                                     "result": [{"metric": {}, "values": [[1, "x"]]}]}})
+    nan = parse_matrix({"status": "success", "data": {"result": [{"metric": {}, "values": [[1, "NaN"]]}]}})
+    assert math.isnan(nan[0][1][0][1])
+
+
+def test_target_queries_restrict_to_the_pods() -> None:
+    q = build_target_queries("llm", deployment_pod_regex("qwen.v2"))
+    assert 'pod=~"qwen\\\\.v2-[a-z0-9]{1,10}-[a-z0-9]{5}"' in q["waiting"]
+    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed"}
+
+
+def _signal(pod: str, value: float, ts: float, times: list[float]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+    base = {"namespace": "llm", "pod": pod}
+    return [({**base, FIELD_LABEL: "value"}, [(t, value) for t in times]),
+            ({**base, FIELD_LABEL: "timestamp"}, [(t, ts) for t in times])]
+
+
+def test_assemble_without_kube_state_metrics_says_so() -> None:
+    times = [100.0, 115.0]
+    raw = RawResults(
+        signals={"waiting": _signal("qwen-a-b", 4, 99, times), "running": _signal("qwen-a-b", 2, 99, times),
+                 "kv_legacy": _signal("qwen-a-b", 0.5, 99, times[:1])},
+        kube={}, demand={"requests_per_second": [({}, [(100.0, 2.0)])]},
+    )
+    header, steps = assemble("llm", "qwen", 100, 115, 15, raw, {})
+    assert header.metadata["readiness_source"] == "vllm_series" and header.metadata["spec_source"] == "ready_pods"
+    assert [s.spec for s in steps] == [1, 1]
+    assert steps[0].pods[0].kv_metric == "vllm:gpu_cache_usage_perc" and steps[1].pods[0].kv is None
+    assert steps[0].demand == {"requests_per_second": 2.0} and steps[1].demand == {}
+
+
+def test_plain_prometheus_export_is_read(tmp_path: Path) -> None:
+    def series(name: str, pod: str, values: list[str], **labels: str) -> dict[str, object]:
+        return {"metric": {"__name__": name, "namespace": "llm", "pod": pod, **labels},
+                "values": [[1000 + 15 * i, v] for i, v in enumerate(values)]}
+
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        series("vllm:num_requests_waiting", "qwen-0", ["1", "2", "3"], engine="0"),
+        series("vllm:num_requests_waiting", "qwen-0", ["1", "1", "1"], engine="1"),
+        series("vllm:num_requests_running", "qwen-0", ["4", "4", "4"], engine="0"),
+        series("vllm:kv_cache_usage_perc", "qwen-0", ["0.2", "NaN", "0.3"], engine="0"),
+        series("vllm:request_success_total", "qwen-0", ["10", "40", "70"], finished_reason="stop"),
+        {"metric": {"__name__": "kube_deployment_spec_replicas", "namespace": "llm", "deployment": "qwen"},
+         "values": [[1000, "1"], [1015, "2"], [1030, "2"]]},
+    ]}}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc, indent=2))
+    rec = read_recording(path)
+    assert rec.header.target == "llm/qwen" and rec.header.step_seconds == 15
+    assert [s.spec for s in rec.steps] == [1, 2, 2]
+    p = rec.steps[1].pods[0]
+    assert p.waiting is not None and p.waiting.value == 3  # summed over engines
+    assert p.kv is not None and math.isnan(p.kv.value)
+    assert p.completed is not None and p.completed.value == 2.0  # 30 requests in 15 s
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"status": "error", "errorType": "bad_data", "error": "x"}')
+    with pytest.raises(RecordingError, match="bad query_range answer"):
+        read_recording(bad)
