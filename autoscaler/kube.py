@@ -113,6 +113,10 @@ class KubeTimeout(KubeError):
     """No answer within the request timeout."""
 
 
+class KubeFenced(KubeError):
+    """This replica lost its Lease before a write: nothing was sent."""
+
+
 class KubeUnavailable(KubeError):
     """The API server could not be reached (connection refused/reset, DNS, TLS)."""
 
@@ -352,11 +356,14 @@ class KubeClient:
         replicas = (scale.get("spec") or {}).get("replicas", 0)
         return int(replicas or 0), str((scale.get("metadata") or {}).get("resourceVersion", ""))
 
-    def set_replicas(self, namespace: str, name: str, replicas: int) -> bool:
+    def set_replicas(self, namespace: str, name: str, replicas: int,
+                     fence: Callable[[], bool] | None = None) -> bool:
         """Set spec.replicas through the scale subresource. Reads the scale first and returns
         False without writing when it already holds `replicas`; else sends a JSON merge patch
         carrying the read resourceVersion as a precondition (never a blind overwrite), and on
-        409 re-reads and tries again, `conflict_retries` times in all. Returns True if written."""
+        409 re-reads and tries again, `conflict_retries` times in all. Returns True if written.
+        `fence` (leader election) is asked right before every PATCH; when it says no, nothing
+        is written and KubeFenced is raised."""
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {replicas}")
         op = _Op("patch", "deployments/scale", namespace, name)
@@ -365,6 +372,9 @@ class KubeClient:
             current, resource_version = self.read_scale(namespace, name)
             if current == replicas:
                 return False
+            if fence is not None and not fence():
+                raise KubeFenced(f"not the leader any more: patch deployments/scale {namespace}/{name} not sent",
+                                 verb="patch", resource="deployments/scale", namespace=namespace, name=name)
             body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
             self._call(op, self._apps.patch_namespaced_deployment_scale, name, namespace, body,
                        _content_type="application/merge-patch+json", field_manager=COMPONENT)

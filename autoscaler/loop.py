@@ -22,9 +22,18 @@ import structlog
 
 from autoscaler.cluster import ClusterSnapshot
 from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
-from autoscaler.kube import KubeClient, KubeError
+from autoscaler.kube import (
+    KubeClient,
+    KubeError,
+    KubeFenced,
+    KubeNotFound,
+    KubeServerError,
+    KubeTimeout,
+    KubeUnavailable,
+)
 from autoscaler.observe import build_observation
 from autoscaler.policy import Decision, LeadTimeState, Observation, PolicyState, decide
+from autoscaler.policy.limits import bounds
 from autoscaler.prometheus_source import PodMetrics, PrometheusError, PrometheusSource
 from autoscaler.telemetry import ControllerMetrics
 
@@ -95,6 +104,7 @@ class Controller:
         self._loaded_leads: dict[str, LeadTimeState] | None = None  # None until the state ConfigMap was read
         self._persisted: dict[str, str] = {}
         self._hpa_warned: set[tuple[str, str]] = set()
+        self._rescale_failed: dict[tuple[str, str], str] = {}  # target -> error of the last failed patch
         self._config_generation = watcher.generation
         self._config_rejected = watcher.rejected_total
         self.last_tick_started: float | None = None
@@ -215,7 +225,9 @@ class Controller:
             return self._failed(log, ns, name, "target", f"Deployment {ns}/{name} not found")
         observation = build_observation(snapshot, deployment, metrics)
         state = self.states.get(key) or PolicyState(lead=self._initial_lead(ns, name))
-        decision, new_state = decide(config.policy_for(target), observation, state, now)
+        policy = config.policy_for(target)
+        decision, new_state = decide(policy, observation, state, now)
+        self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
 
         hpa = snapshot.hpa_for(deployment)
         action = "hold"
@@ -240,12 +252,34 @@ class Controller:
             new_state = _without_actions(new_state, state)
         elif decision.desired_replicas != observation.spec_replicas:
             try:
-                written = self.kube.set_replicas(ns, name, decision.desired_replicas)
-            except KubeError as exc:
-                # not carried out: keep the learning, not the scale events
+                written = self.kube.set_replicas(ns, name, decision.desired_replicas, fence=self._may_act)
+            except KubeFenced:
+                # the Lease was lost between the fence above and the patch: nothing was sent
                 self.states[key] = _without_actions(new_state, state)
                 self.metrics.record_decision(ns, name, decision)
+                self.metrics.leader.set(0)
+                log.warning("decision", action="standby", current=decision.current_replicas,
+                            desired=decision.desired_replicas, reason=decision.reason.value, fenced=True)
+                return TargetOutcome(ns, name, "standby", decision=decision, observation=observation)
+            except KubeError as exc:
+                # not carried out: keep the learning, not the scale events
+                kept = _without_actions(new_state, state)
+                if isinstance(exc, (KubeTimeout, KubeServerError, KubeUnavailable)):
+                    # the patch may have reached the server all the same (it answered late or
+                    # not at all): count a scale-down as done, which can only delay the next one
+                    kept = replace(kept, scale_down_events=new_state.scale_down_events)
+                self.states[key] = kept
+                self.metrics.record_decision(ns, name, decision)
+                # a Warning on the Deployment, once per distinct error (not every tick); none
+                # when the Deployment is gone
+                if not isinstance(exc, KubeNotFound) and self._rescale_failed.get(key) != str(exc):
+                    self._rescale_failed[key] = str(exc)
+                    self._event(
+                        ns, deployment, "FailedRescale", "Warning",
+                        f"{observation.spec_replicas} -> {decision.desired_replicas} failed: {exc}",
+                    )
                 return self._failed(log, ns, name, "kubernetes", str(exc), type(exc).__name__, decision)
+            self._rescale_failed.pop(key, None)
             action = "patched" if written else "unchanged"
             if written:
                 direction = "up" if decision.desired_replicas > observation.spec_replicas else "down"

@@ -5,7 +5,9 @@ Rate limits mirror HPA's `calculateScaleUpLimitWithScalingRules` and
 pkg/controller/podautoscaler/horizontal.go) with HPA's default scale-up behaviour: per
 `scale_up_period_seconds` (15) add at most the larger of +`scale_up_max_percent`% (100) and
 +`scale_up_max_pods` (4), counted from the replicas at the start of the period. Scale-down
-removes at most `scale_down_max_pods` per `scale_down_period_seconds`. An event is inside a
+removes at most `scale_down_max_pods` per `scale_down_period_seconds`, counting the pods
+removed inside the period (unlike HPA, which counts from the replicas before the period's
+scale-ups and so, right after 5 -> 8, would allow 8 -> 4 at once). An event is inside a
 period when `now - t < period`.
 
 Bounds come last and always win: min/max replicas and the GPU budget
@@ -68,13 +70,15 @@ def scale_down_limit(
     now: float,
     params: PolicyParams,
 ) -> int:
-    """Lowest replicas allowed now.
+    """Lowest replicas allowed now: at most `scale_down_max_pods` removed per period.
 
-    Worked example: current 5, 1 pod removed 119 s ago, max 1 pod per 120 s: the period began
-    at 6, so the limit is 6 - 1 = 5 (hold). At 120 s the removal leaves the period: 5 - 1 = 4.
+    Worked example: current 5, 1 pod removed 119 s ago, max 1 pod per 120 s: that pod used up
+    the period, so the limit is 5 (hold). At 120 s the removal leaves the period: 5 - 1 = 4.
+    Scale-ups inside the period do not raise the allowance: 3 pods added 10 s ago (5 -> 8)
+    still allow only 8 - 1 = 7.
     """
-    start = _period_start(current, up_events, down_events, now, params.scale_down_period_seconds)
-    return start - params.scale_down_max_pods
+    removed = _changed_in_period(down_events, now, params.scale_down_period_seconds)
+    return current - max(0, params.scale_down_max_pods - removed)
 
 
 def bounds(params: PolicyParams) -> tuple[int, int, Clamp]:

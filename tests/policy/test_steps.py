@@ -419,6 +419,11 @@ def test_scale_down_limit(now: float, expected: int) -> None:
     assert scale_down_limit(5, (), ((1000.0, 1),), now, P) == expected
 
 
+def test_scale_down_limit_ignores_scale_ups_in_the_period() -> None:
+    # docstring: 5 -> 8 ten seconds ago; HPA would allow 8 -> 4, we allow 7
+    assert scale_down_limit(8, ((990.0, 3),), (), 1000.0, P) == 7
+
+
 def test_bounds_gpu_budget() -> None:
     params = PolicyParams(max_replicas=10, max_gpus=12, gpus_per_replica=2)
     assert bounds(params) == (1, 6, Clamp.GPU_BUDGET)  # docstring: 12 // 2 = 6 < 10
