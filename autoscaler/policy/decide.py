@@ -14,7 +14,6 @@ Unhealthy data (missing, stale, NaN) never reads as zero and never lowers the re
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from autoscaler.policy.demand import Demand, arrival_rate, compute_demand, fleet_throughput
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
@@ -106,6 +105,7 @@ def decide(
             saturated_waiting_per_replica=policy.saturated_waiting_per_replica,
             queue_drain_seconds=policy.queue_drain_seconds,
             target_running_per_replica=policy.target_running_per_replica,
+            completed_per_second=throughput,
         )
         to_add = max(0, _ceil(demand.replicas) - (ready + flight.counted))
         lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
@@ -187,8 +187,7 @@ def decide(
         stabilized=stab.replicas,
     )
     decision = Decision(desired_replicas=desired, current_replicas=current, reason=reason, clamp=clamp, values=values)
-    new_state = replace(
-        state,
+    new_state = PolicyState(
         recommendations=stab.recommendations,
         scale_up_events=ups,
         scale_down_events=downs,

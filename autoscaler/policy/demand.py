@@ -174,8 +174,10 @@ def compute_demand(
     saturated_waiting_per_replica: float,
     queue_drain_seconds: float,
     target_running_per_replica: float | None = None,
+    completed_per_second: float | None = None,
 ) -> Demand:
     """Demand over `ready` pods, from the samples of the `healthy` ones (at least one).
+    `completed_per_second` is `fleet_throughput()` of the same pods (None: the rate model is off).
 
     Worked example (batch model): 3 ready pods, 2 healthy with (waiting, running, kv) =
     (4, 8, 0.9) and (2, 8, 0.7); the third is stale. Scale = 3 / 2 = 1.5: waiting 9, running 24,
@@ -184,32 +186,32 @@ def compute_demand(
     if not healthy:
         raise ValueError("compute_demand needs at least one healthy pod")
     scale = ready / len(healthy)
-    waiting = sum(_value(p.waiting) for p in healthy) * scale
-    running = sum(_value(p.running) for p in healthy) * scale
+    waits = [_value(p.waiting) for p in healthy]
+    runs = [_value(p.running) for p in healthy]
+    waiting = sum(waits) * scale
+    running = sum(runs) * scale
     kv = sum(_value(p.kv_cache_usage) for p in healthy) * scale
-    saturated = [p for p in healthy if _value(p.waiting) >= saturated_waiting_per_replica]
+    saturated = [i for i, w in enumerate(waits) if w >= saturated_waiting_per_replica]
 
-    completed = fleet_throughput(healthy, ready, now, stale_after_seconds)
+    completed = completed_per_second
     arrivals = arrivals_per_second if completed is not None else None
     mu: float | None = None
     model = "none"
     queue = 0.0
     if saturated:
-        sat_rates = [_rate(p.completed_per_second, now, stale_after_seconds) for p in saturated]
+        sat_rates = [_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated]
         if arrivals is not None and all(r is not None and r >= MIN_THROUGHPUT_PER_SECOND for r in sat_rates):
             mu = sum(r for r in sat_rates if r is not None) / len(saturated)
             model = "rate"
             keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting_per_replica, queue_drain_seconds)
-            with_drain = rate_queue_replicas(
-                arrivals, mu, [_value(p.waiting) for p in healthy], target_waiting_per_replica, queue_drain_seconds
-            )
+            with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting_per_replica, queue_drain_seconds)
             # unhealthy pods are assumed to need drain help like the healthy average; drain help
             # never exceeds what it takes to keep up (the queue-model demand at most doubles)
             queue = keep_up + min(keep_up, (with_drain - keep_up) * scale)
         else:
             model = "batch"
-            batch = sum(_value(p.running) for p in saturated) / len(saturated)
-            above_target = sum(1 for p in healthy if _value(p.waiting) > target_waiting_per_replica) * scale
+            batch = sum(runs[i] for i in saturated) / len(saturated)
+            above_target = sum(1 for w in waits if w > target_waiting_per_replica) * scale
             queue = min(
                 batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target
             )

@@ -33,8 +33,14 @@ def update_load_history(
     """
     if window_seconds <= 0:
         return ()
-    kept = tuple(s for s in history if now - s[0] < window_seconds and s[0] < now)
-    return kept + ((now, load),)
+    start = 0
+    n = len(history)
+    while start < n and now - history[start][0] >= window_seconds:  # oldest first: few expire per tick
+        start += 1
+    end = n
+    while end > start and history[end - 1][0] >= now:  # a repeated tick replaces its reading
+        end -= 1
+    return history[start:end] + ((now, load),)
 
 
 def trend(history: tuple[tuple[float, float], ...]) -> float:

@@ -9,6 +9,7 @@ then only go up, never down.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isfinite
 
 from autoscaler.policy.types import MetricSample, ReadyPod, SampleHealth
 
@@ -39,13 +40,17 @@ def sample_health(sample: MetricSample | None, now: float, stale_after_seconds: 
 
 def pod_health(pod: ReadyPod, now: float, stale_after_seconds: float) -> SampleHealth:
     """The worst health among the pod's three samples (NAN, then ABSENT, then STALE)."""
-    found = {
-        sample_health(s, now, stale_after_seconds) for s in (pod.waiting, pod.running, pod.kv_cache_usage)
-    }
-    for health in _WORST_FIRST:
-        if health in found:
-            return health
-    return SampleHealth.FRESH
+    worst = 3  # index into _WORST_FIRST; 3 = fresh
+    for s in (pod.waiting, pod.running, pod.kv_cache_usage):
+        if s is None:
+            worst = min(worst, 1)
+            continue
+        value = s.value
+        if not isfinite(value) or value < 0:
+            return SampleHealth.NAN
+        if now - s.timestamp > stale_after_seconds:
+            worst = min(worst, 2)
+    return _WORST_FIRST[worst] if worst < 3 else SampleHealth.FRESH
 
 
 def assess_health(pods: tuple[ReadyPod, ...], now: float, stale_after_seconds: float) -> HealthReport:

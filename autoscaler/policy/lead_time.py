@@ -59,6 +59,31 @@ def _remember(names: tuple[str, ...], new: list[str]) -> tuple[str, ...]:
     return (names + tuple(new))[-MAX_REMEMBERED_PODS:]
 
 
+def _anything_new(state: LeadTimeState, obs: Observation, now: float, params: PolicyParams) -> bool:
+    """Fast path: would `learn_lead_times` change the state? (Most ticks it would not.)"""
+    for samples in (state.model_load_samples, state.node_provision_samples):
+        if samples and (now - samples[0][0] >= params.lead_time_window_seconds
+                        or len(samples) > params.lead_time_max_samples):
+            return True
+    seen = state.seen_unschedulable_set
+    recorded_node = state.recorded_node_set
+    for pod in obs.pods_in_flight:
+        if pod.stage is PodStage.UNSCHEDULABLE and pod.name not in seen:
+            return True
+        if pod.startup.scheduled_at is not None and pod.name in seen and pod.name not in recorded_node:
+            return True
+    recorded = state.recorded_set
+    for ready in obs.ready_pods:
+        st = ready.startup
+        if st is None or st.scheduled_at is None:
+            continue
+        if ready.name in seen and ready.name not in recorded_node:
+            return True
+        if st.ready_at is not None and ready.name not in recorded:
+            return True
+    return False
+
+
 def learn_lead_times(state: LeadTimeState, obs: Observation, now: float, params: PolicyParams) -> LeadTimeState:
     """Add samples from pods seen this tick; forget old ones.
 
@@ -67,9 +92,11 @@ def learn_lead_times(state: LeadTimeState, obs: Observation, now: float, params:
     tick, created at 500 and now scheduled at 800, adds a node-provisioning sample (now, 300).
     Each pod counts once.
     """
-    recorded = set(state.recorded_pods)
-    recorded_node = set(state.recorded_node_pods)
-    seen_unschedulable = set(state.seen_unschedulable)
+    if not _anything_new(state, obs, now, params):
+        return state
+    recorded = set(state.recorded_set)
+    recorded_node = set(state.recorded_node_set)
+    seen_unschedulable = set(state.seen_unschedulable_set)
     load_samples = list(state.model_load_samples)
     node_samples = list(state.node_provision_samples)
     new_recorded: list[str] = []

@@ -37,17 +37,30 @@ def stabilize(
     """
     up = recommendation
     down = recommendation
-    for t, rec in history:
-        age = now - t
-        if age < params.scale_up_window_seconds:
-            up = min(up, rec)
-        if age < params.scale_down_window_seconds:
-            down = max(down, rec)
+    up_window = params.scale_up_window_seconds
+    down_window = params.scale_down_window_seconds
+    keep_for = max(down_window, up_window)
+    kept = []
+    for entry in history:
+        age = now - entry[0]
+        if age >= keep_for:
+            continue
+        kept.append(entry)
+        rec = entry[1]
+        if age < up_window and rec < up:
+            up = rec
+        if age < down_window and rec > down:
+            down = rec
     stabilized = current
     if stabilized < up:
         stabilized = up
     if stabilized > down:
         stabilized = down
-    keep_for = max(params.scale_down_window_seconds, params.scale_up_window_seconds)
-    kept = tuple((t, r) for t, r in history if now - t < keep_for)
-    return Stabilized(replicas=stabilized, recommendations=kept + ((now, recommendation),))
+    if up_window <= 0:
+        # Only the down window is in use (the default): a recommendation that a newer one
+        # equals or exceeds can never be the window's maximum again, so it is dropped. The
+        # history stays short (decreasing), and the result is the same.
+        while kept and kept[-1][1] <= recommendation:
+            kept.pop()
+    kept.append((now, recommendation))
+    return Stabilized(replicas=stabilized, recommendations=tuple(kept))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 
@@ -187,6 +188,19 @@ class LeadTimeState:
     recorded_pods: tuple[str, ...] = ()  # pods whose load time was taken (bounded, newest last)
     recorded_node_pods: tuple[str, ...] = ()
     seen_unschedulable: tuple[str, ...] = ()  # pods seen waiting for a node (bounded)
+
+    # Sets for membership tests, built once per state object (the state is immutable).
+    @cached_property
+    def recorded_set(self) -> frozenset[str]:
+        return frozenset(self.recorded_pods)
+
+    @cached_property
+    def recorded_node_set(self) -> frozenset[str]:
+        return frozenset(self.recorded_node_pods)
+
+    @cached_property
+    def seen_unschedulable_set(self) -> frozenset[str]:
+        return frozenset(self.seen_unschedulable)
 
     def to_dict(self) -> dict[str, Any]:
         return {
