@@ -51,6 +51,7 @@ experiments: venv
 bench: venv
 	$(PY) benchmarks/bench_sim.py
 	$(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_scale.py
 
 # The controller image (needs a Docker engine).
 image:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import Any
 
@@ -482,11 +483,40 @@ class ClusterSnapshot:
     nodes: tuple[NodeInfo, ...] = ()
     hpas: tuple[HPAInfo, ...] = ()
 
-    def deployment(self, namespace: str, name: str) -> DeploymentInfo | None:
+    # Indexes, built once per snapshot (it is immutable): per-target lookups must not scan the
+    # whole cluster, or a tick grows with targets x pods.
+    @cached_property
+    def _deployments_by_key(self) -> dict[tuple[str, str], DeploymentInfo]:
+        index: dict[tuple[str, str], DeploymentInfo] = {}
         for dep in self.deployments:
-            if dep.namespace == namespace and dep.name == name:
-                return dep
-        return None
+            index.setdefault((dep.namespace, dep.name), dep)
+        return index
+
+    @cached_property
+    def _pods_by_namespace(self) -> dict[str, list[PodInfo]]:
+        index: dict[str, list[PodInfo]] = {}
+        for pod in self.pods:
+            index.setdefault(pod.namespace, []).append(pod)
+        return index
+
+    @cached_property
+    def _hpas_by_target(self) -> dict[tuple[str, str], HPAInfo]:
+        index: dict[tuple[str, str], HPAInfo] = {}
+        for hpa in self.hpas:
+            if hpa.target_kind == "Deployment":
+                index.setdefault((hpa.namespace, hpa.target_name), hpa)
+        return index
+
+    @cached_property
+    def _gpus_used(self) -> dict[str, int]:
+        return self.gpus_in_use()
+
+    @cached_property
+    def _free_gpus_by_placement(self) -> dict[str, int]:
+        return {}
+
+    def deployment(self, namespace: str, name: str) -> DeploymentInfo | None:
+        return self._deployments_by_key.get((namespace, name))
 
     def pods_of(self, deployment: DeploymentInfo) -> tuple[PodInfo, ...]:
         """Pods in the Deployment's namespace matched by its selector (pods of old ReplicaSets
@@ -494,7 +524,7 @@ class ClusterSnapshot:
         if deployment.selector.is_empty:
             return ()
         return tuple(
-            p for p in self.pods if p.namespace == deployment.namespace and deployment.selector.matches(p.labels)
+            p for p in self._pods_by_namespace.get(deployment.namespace, ()) if deployment.selector.matches(p.labels)
         )
 
     def gpus_in_use(self) -> dict[str, int]:
@@ -511,19 +541,21 @@ class ClusterSnapshot:
         uncordoned nodes matching its nodeSelector and required node affinity, whose NoSchedule
         and NoExecute taints it tolerates; per node, allocatable minus requested (never < 0).
         A sum, so fragmentation (3 nodes with 1 free GPU each vs. a 2-GPU pod) is not seen."""
-        used = self.gpus_in_use()
-        return sum(
-            max(0, node.allocatable_gpus - used.get(node.name, 0))
-            for node in self.nodes
-            if deployment.can_land_on(node)
-        )
+        # Deployments with the same placement constraints see the same nodes: compute once.
+        key = repr((sorted(deployment.node_selector.items()), deployment.tolerations, deployment.node_affinity))
+        cache = self._free_gpus_by_placement
+        if key not in cache:
+            used = self._gpus_used
+            cache[key] = sum(
+                max(0, node.allocatable_gpus - used.get(node.name, 0))
+                for node in self.nodes
+                if deployment.can_land_on(node)
+            )
+        return cache[key]
 
     def hpa_for(self, deployment: DeploymentInfo) -> HPAInfo | None:
         """The HorizontalPodAutoscaler whose scaleTargetRef is this Deployment, if any."""
-        for hpa in self.hpas:
-            if hpa.namespace == deployment.namespace and hpa.target_kind == "Deployment" and hpa.target_name == deployment.name:
-                return hpa
-        return None
+        return self._hpas_by_target.get((deployment.namespace, deployment.name))
 
 
 def snapshot_from_objects(

@@ -627,11 +627,50 @@ def _fmt_value(value: object) -> str:
     elif isinstance(value, str):
         text = value if _plain_string(value) else json.dumps(value)
     else:
-        try:
-            text = json.dumps(value, default=str, sort_keys=False)
-        except (TypeError, ValueError):
-            text = repr(value)
+        text = _bounded_json(value, 61)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounded_json(value: object, limit: int) -> str:
+    """JSON of `value`, but stop once `limit` characters are out: a YAML alias bomb (a few
+    lines that expand to billions of nodes) must not be serialised whole to show 60 of them."""
+    parts: list[str] = []
+    size = 0
+
+    def walk(v: object) -> None:
+        nonlocal size
+        if size > limit:
+            return
+        if isinstance(v, dict):
+            emit("{")
+            for i, (k, item) in enumerate(v.items()):
+                if size > limit:
+                    return
+                emit((", " if i else "") + json.dumps(str(k)) + ": ")
+                walk(item)
+            emit("}")
+        elif isinstance(v, list | tuple):
+            emit("[")
+            for i, item in enumerate(v):
+                if size > limit:
+                    return
+                if i:
+                    emit(", ")
+                walk(item)
+            emit("]")
+        else:
+            try:
+                emit(json.dumps(v, default=str))
+            except (TypeError, ValueError):
+                emit(repr(v))
+
+    def emit(text: str) -> None:
+        nonlocal size
+        parts.append(text)
+        size += len(text)
+
+    walk(value)
+    return "".join(parts)
 
 
 def _plain_string(value: str) -> bool:

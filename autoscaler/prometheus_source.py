@@ -362,7 +362,7 @@ def decode_response(status_code: int, body: bytes) -> Any:
     doc: Any
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[..." nested too deep
         doc = None
     if status_code != 200:
         error_type = error = None
@@ -515,6 +515,14 @@ def _shorten(text: str, limit: int = _BODY_EXCERPT) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _cause(exc: Exception) -> str:
+    """The reason of a requests error without the request URL urllib3 puts first (the URL
+    carries the whole query and would push the reason out of a shortened message)."""
+    text = str(exc)
+    at = text.find("(Caused by ")
+    return text[at + len("(Caused by "):].removesuffix(")") if at >= 0 else text
+
+
 def _redact_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
@@ -570,6 +578,10 @@ class PrometheusSource:
         self._safe_url = _redact_url(self._url)
         self._timeout = float(timeout_seconds)
         self._has_token = auth is not None
+        # what the server may echo back (a proxy's error page with the request headers)
+        self._token_forms: tuple[bytes, ...] = (
+            (auth._token.encode(), json.dumps(auth._token)[1:-1].encode()) if auth is not None else ()
+        )
         self._ca_file = ca_file
         self._insecure = insecure_skip_tls_verify
         self._retry_attempts = retry_attempts
@@ -737,7 +749,7 @@ class PrometheusSource:
             call()
         except requests.exceptions.SSLError as exc:
             raise PrometheusUnavailable(
-                f"TLS error talking to Prometheus at {self._safe_url}: {_shorten(str(exc))}",
+                f"TLS error talking to Prometheus at {self._safe_url}: {_shorten(_cause(exc))}",
                 retryable=False,
             ) from exc
         except (
@@ -746,7 +758,7 @@ class PrometheusSource:
             requests.exceptions.ChunkedEncodingError,
         ) as exc:
             raise PrometheusUnavailable(
-                f"Prometheus at {self._safe_url} unreachable: {type(exc).__name__}: {_shorten(str(exc))}"
+                f"Prometheus at {self._safe_url} unreachable: {type(exc).__name__}: {_shorten(_cause(exc))}"
             ) from exc
         except Exception as exc:  # noqa: BLE001 - reclassified from the raw response below
             failure = exc
@@ -756,7 +768,14 @@ class PrometheusSource:
             raise PrometheusError(
                 f"query to {self._safe_url} failed without an answer: {_shorten(repr(failure))}"
             ) from failure
-        return decode_response(response.status_code, response.content)
+        return decode_response(response.status_code, self._without_token(response.content))
+
+    def _without_token(self, body: bytes) -> bytes:
+        """The answer with our bearer token blanked out, before anything of it can reach an
+        error message (and so a log line): some proxies echo the request headers."""
+        for form in self._token_forms:
+            body = body.replace(form, b"<redacted>")
+        return body
 
     def _capture_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         # Session response hook: keep the raw answer so that we classify it ourselves
@@ -771,7 +790,7 @@ class PrometheusSource:
             self._prom.custom_query(promql, params=params)
         except requests.exceptions.SSLError as exc:
             raise PrometheusUnavailable(
-                f"TLS error talking to Prometheus at {self._safe_url}: {_shorten(str(exc))}",
+                f"TLS error talking to Prometheus at {self._safe_url}: {_shorten(_cause(exc))}",
                 retryable=False,
             ) from exc
         except (
@@ -780,7 +799,7 @@ class PrometheusSource:
             requests.exceptions.ChunkedEncodingError,
         ) as exc:
             raise PrometheusUnavailable(
-                f"Prometheus at {self._safe_url} unreachable: {type(exc).__name__}: {_shorten(str(exc))}"
+                f"Prometheus at {self._safe_url} unreachable: {type(exc).__name__}: {_shorten(_cause(exc))}"
             ) from exc
         except Exception as exc:  # noqa: BLE001 - reclassified from the raw response below
             # PrometheusApiClientException on non-200, JSONDecodeError/KeyError/TypeError on
@@ -792,7 +811,7 @@ class PrometheusSource:
             raise PrometheusError(
                 f"query to {self._safe_url} failed without an answer: {_shorten(repr(failure))}"
             ) from failure
-        return decode_response(response.status_code, response.content)
+        return decode_response(response.status_code, self._without_token(response.content))
 
     def _log_retry(self, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
