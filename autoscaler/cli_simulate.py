@@ -20,6 +20,10 @@ import click
 @click.option("--duration", type=float, default=None, help="Slice length in seconds (default: to the end).")
 @click.option("--dt", type=float, default=None, help="Simulation tick in seconds (default 1).")
 @click.option("--max-replicas", type=int, default=None, help="Every policy's max replicas (default 100).")
+@click.option("--queue-lead-knob", type=click.Choice(["target_kv_cache_usage_ratio", "target_running_per_replica"]),
+              default=None, help="Which queue-lead target the sweep varies (default: the scenario's, else the KV target).")
+@click.option("--knobs", "knob_grids", multiple=True, metavar="POLICY=V1,V2,...",
+              help="With --sweep: sweep only these values for POLICY (a coarse sweep); repeat per policy.")
 @click.option("--sweep", is_flag=True, help="Sweep each policy's main knob and report the cost to reach 99 %% SLO attainment.")
 @click.option("--jobs", type=int, default=None, help="Worker processes for --sweep (default: CPU count).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write results as JSON.")
@@ -27,7 +31,7 @@ import click
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False), default=None, help="Write the table as Markdown.")
 def simulate(trace_path: str | None, scenario: str | None, profile: str | None, policies: tuple[str, ...],
              rate_scale: float | None, peak_replicas: int | None, start: float | None, duration: float | None,
-             dt: float | None, max_replicas: int | None, sweep: bool, jobs: int | None, json_out: str | None,
+             dt: float | None, max_replicas: int | None, queue_lead_knob: str | None, knob_grids: tuple[str, ...], sweep: bool, jobs: int | None, json_out: str | None,
              plot_out: str | None, md_out: str | None) -> None:
     """Simulate a vLLM fleet on a real trace under each policy and print the scoreboard."""
     from dataclasses import replace
@@ -51,7 +55,8 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     if trace_path and scenario:
         over["trace"] = trace_path
     for key, val in (("profile", profile), ("rate_scale", rate_scale), ("peak_replicas", peak_replicas),
-                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas)):
+                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas),
+                     ("queue_lead_knob", queue_lead_knob)):
         if val is not None:
             over[key] = val
     if rate_scale is not None:
@@ -81,7 +86,15 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
                 results[name] = run_one(prep, name, None, progress=_tick)
                 bar.update(task, completed=1.0)
         else:
-            jobs_list = [(n, None) for n in names] + [j for j in sweep_jobs(names)]
+            grids: dict[str, list[float]] = {}
+            for g in knob_grids:
+                pol, _, vals = g.partition("=")
+                if pol not in POLICIES or not vals:
+                    raise click.BadParameter(f"--knobs {g!r}: expected POLICY=V1,V2,... with a known policy")
+                grids[pol] = [float(v) for v in vals.split(",")]
+            sweep_list = [j for j in sweep_jobs(names, sc.queue_lead_knob) if j[0] not in grids]
+            sweep_list += [(n, k) for n in names if n in grids for k in grids[n]]
+            jobs_list = [(n, None) for n in names] + sweep_list
             task = bar.add_task(f"sweep ({len(jobs_list)} runs)", total=len(jobs_list))
             done = run_many(prep, jobs_list, workers=jobs or os.cpu_count() or 1,
                             on_done=lambda r: bar.advance(task))
@@ -92,6 +105,8 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     meta = {"scenario": sc.name, "trace": prep.trace.describe(), "rate_scale": prep.trace.scale,
             "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
             "slo": {"ttft_s": sc.slo_ttft_s, "tpot_s": sc.slo_tpot_s}, "dt_s": sc.dt,
+            "queue_lead_params": sc.queue_lead, "queue_lead_knob": sc.queue_lead_knob or "target_kv_cache_usage_ratio",
+            "knob_grid_overrides": list(knob_grids),
             "oracle_lower_bound_gpu_hours_u085": prep.oracle_bound_gpu_hours(0.85)}
     console.print(rich_table(results, sweeps, desc))
     if json_out:

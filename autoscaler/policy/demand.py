@@ -6,7 +6,7 @@ Two signals, each turned into a (fractional) replica count; the larger wins.
 full batch, so only they tell what one replica can do. With none, there is no queue pressure
 and the queue asks for nothing (the KV cache decides). With some, two models:
 
-* *rate* (when every healthy pod reports `completed_per_second`): a saturated replica finishes
+* *rate* (when the saturated pods report `completed_per_second`): a saturated replica finishes
   `mu` requests/s; requests arrive at `lambda` = throughput + d(waiting + running)/dt, both
   averaged over the same window (`arrival_rate`). Needed:
   lambda / mu replicas to keep up, plus, for each replica whose queue is above target, up to
@@ -117,17 +117,22 @@ def kv_replicas(kv_usage_total: float, target_kv_cache_usage_ratio: float) -> fl
 def fleet_throughput(
     healthy: tuple[ReadyPod, ...], ready: int, now: float, stale_after_seconds: float
 ) -> float | None:
-    """Requests/s the `ready` pods finish, or None unless every healthy pod reports it.
+    """Requests/s the `ready` pods finish, or None when no healthy pod reports it.
+
+    A healthy pod without a throughput sample is one that just became ready (rate() needs two
+    scrapes): it has finished next to nothing yet and counts 0. Turning the rate model off for
+    it would hand a whole backlog to the batch model, which over-reacts (seen in the simulator:
+    24 -> 48 replicas the tick a pod became ready).
 
     Worked example: 3 ready pods, 2 healthy ones finishing 1.5 and 1.7 req/s: (1.5 + 1.7) * 3 / 2
-    = 4.8 req/s. If one of the two had no series: None (the rate model is off this tick).
+    = 4.8 req/s. If the second had no series yet: 1.5 * 3 / 2 = 2.25. If neither: None.
     """
     if not healthy:
         return None
-    rates = [_rate(p.completed_per_second, now, stale_after_seconds) for p in healthy]
-    if any(r is None for r in rates):
+    rates = [r for r in (_rate(p.completed_per_second, now, stale_after_seconds) for p in healthy) if r is not None]
+    if not rates:
         return None
-    return sum(r for r in rates if r is not None) * ready / len(healthy)
+    return sum(rates) * ready / len(healthy)
 
 
 def arrival_rate(
@@ -199,9 +204,12 @@ def compute_demand(
     model = "none"
     queue = 0.0
     if saturated:
-        sat_rates = [_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated]
-        if arrivals is not None and all(r is not None and r >= MIN_THROUGHPUT_PER_SECOND for r in sat_rates):
-            mu = sum(r for r in sat_rates if r is not None) / len(saturated)
+        sat_rates = [
+            r for r in (_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated)
+            if r is not None
+        ]
+        if arrivals is not None and sat_rates and all(r >= MIN_THROUGHPUT_PER_SECOND for r in sat_rates):
+            mu = sum(sat_rates) / len(sat_rates)
             model = "rate"
             keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting_per_replica, queue_drain_seconds)
             with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting_per_replica, queue_drain_seconds)

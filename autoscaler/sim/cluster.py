@@ -119,6 +119,7 @@ class Cluster:
         self.pending_in = np.zeros(0, dtype=np.int64)
         self.pending_out = np.zeros(0, dtype=np.int64)
         self.scale_events: list[tuple[float, int, int]] = []  # (t, from, to)
+        self._routable: I | None = None
         gpn = profile.gpus_per_node
         need = math.ceil(initial_replicas * profile.gpus_per_replica / gpn)
         for _ in range(max(need, min_nodes, warm_nodes or 0)):
@@ -152,6 +153,7 @@ class Cluster:
         return False
 
     def _make_ready(self, pod: Pod, now: float) -> None:
+        self._routable = None
         pod.ready = now
         pod.slot = self.free_slots.pop()
         self.engine.reset_slot(pod.slot)
@@ -184,11 +186,13 @@ class Cluster:
                 self._delete(pod, now)
 
     def _delete(self, pod: Pod, now: float) -> None:
+        self._routable = None
         pod.deleted = now
         if pod.ready is None:
             self._remove(pod, now)
 
     def _remove(self, pod: Pod, now: float) -> None:
+        self._routable = None
         pod.gone = now
         if pod.node is not None:
             node = self.nodes[pod.node]
@@ -241,7 +245,9 @@ class Cluster:
             n_out = np.concatenate((self.pending_out, n_out))
         if arrival.size == 0:
             return
-        slots = np.array([p.slot for p in self.ready_pods() if p.slot is not None], dtype=np.int64)
+        if self._routable is None:  # ready, non-draining slots; rebuilt when a pod changes state
+            self._routable = np.array([p.slot for p in self.ready_pods() if p.slot is not None], dtype=np.int64)
+        slots = self._routable
         if slots.size == 0:
             self.pending_t, self.pending_in, self.pending_out = arrival, n_in, n_out
             return
@@ -252,7 +258,7 @@ class Cluster:
         counts = water_fill(load, arrival.size)
         # interleave: the k-th request of each replica in arrival order
         target = np.repeat(slots, counts)
-        key = np.concatenate([np.arange(c) for c in counts]) if counts.size else np.zeros(0)
+        key = np.arange(target.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         order = np.lexsort((target, key))
         self.engine.enqueue(target[order], arrival, n_in, n_out)
 

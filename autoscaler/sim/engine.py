@@ -130,17 +130,23 @@ class Engine:
                              np.zeros(slot.size), arrival.astype(np.float64), nan, nan)
 
     def _insert_waiting(self, key: I, slot: I, n_in: I, n_out: I, gen: F, arr: F, first: F, wait: F) -> None:
+        # one merge for all fields (same result as np.insert per field at searchsorted positions)
         order = np.argsort(key, kind="stable")
         key = key[order]
-        pos = np.searchsorted(self.w_key, key)
-        self.w_key = np.insert(self.w_key, pos, key)
-        self.w_slot = np.insert(self.w_slot, pos, slot[order])
-        self.w_in = np.insert(self.w_in, pos, n_in[order])
-        self.w_out = np.insert(self.w_out, pos, n_out[order])
-        self.w_gen = np.insert(self.w_gen, pos, gen[order])
-        self.w_arr = np.insert(self.w_arr, pos, arr[order])
-        self.w_first = np.insert(self.w_first, pos, first[order])
-        self.w_wait = np.insert(self.w_wait, pos, wait[order])
+        m = key.size
+        total = self.w_key.size + m
+        new_at = np.searchsorted(self.w_key, key) + np.arange(m, dtype=np.int64)
+        old_mask = np.ones(total, dtype=bool)
+        old_mask[new_at] = False
+        old_at = np.flatnonzero(old_mask)
+        for name, vals in (("w_key", key), ("w_slot", slot[order]), ("w_in", n_in[order]), ("w_out", n_out[order]),
+                           ("w_gen", gen[order]), ("w_arr", arr[order]), ("w_first", first[order]),
+                           ("w_wait", wait[order])):
+            cur = getattr(self, name)
+            out = np.empty(total, dtype=cur.dtype)
+            out[new_at] = vals
+            out[old_at] = cur
+            setattr(self, name, out)
 
     # ------------------------------------------------------------------ one tick
     def step(self, t: float, dt: float) -> Finished:
@@ -152,7 +158,7 @@ class Engine:
         if self.r_slot.size == 0:
             return Finished.empty()
         # --- decode: who decodes in this tick, and for how long
-        overlap = np.clip(t_end - np.maximum(self.r_dstart, t), 0.0, dt)
+        overlap = np.minimum(np.maximum(t_end - np.maximum(self.r_dstart, t), 0.0), dt)
         frac = overlap / dt
         n = self.n
         batch: F = np.bincount(self.r_slot, weights=frac, minlength=n).astype(np.float64)
@@ -187,8 +193,9 @@ class Engine:
         return fin
 
     def _keep_running(self, keep: npt.NDArray[np.bool_]) -> None:
+        idx = np.flatnonzero(keep)
         for name in self._RUN:
-            setattr(self, name, getattr(self, name)[keep])
+            setattr(self, name, getattr(self, name).take(idx))
 
     def _admit(self, t: float) -> None:
         p = self.p
@@ -247,9 +254,9 @@ class Engine:
         self.r_dstart = np.concatenate((self.r_dstart, tok))
         self.r_adm = np.concatenate((self.r_adm, adm))
         self.r_wait = np.concatenate((self.r_wait, wait))
-        keep = ~ok
+        keep = np.flatnonzero(~ok)
         for name in self._WAIT:
-            setattr(self, name, getattr(self, name)[keep])
+            setattr(self, name, getattr(self, name).take(keep))
 
     def _preempt_if_full(self) -> None:
         used = self.kv_blocks_used()

@@ -13,11 +13,11 @@ import numpy.typing as npt
 import yaml
 
 from autoscaler.sim.oracle import OraclePolicy, need_replicas, schedule_cost, work_per_bin
-from autoscaler.sim.policies import POLICIES, Policy, make_policy
+from autoscaler.sim.policies import POLICIES, Policy, PolicySpec, make_policy, queue_lead_spec
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
-from autoscaler.sim.traces import Trace, open_trace
+from autoscaler.sim.traces import MaterializedTrace, Trace, open_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,6 +39,7 @@ class Scenario:
     slo_ttft_s: float = 2.0
     slo_tpot_s: float = 0.1
     queue_lead: dict[str, Any] = field(default_factory=dict)  # PolicyParams overrides
+    queue_lead_knob: str | None = None  # the PolicyParams field queue-lead's sweep varies (None: KV target)
     policies: tuple[str, ...] = tuple(POLICIES)
 
     @staticmethod
@@ -82,7 +83,7 @@ def prepare(sc: Scenario) -> Prepared:
     scale = sc.rate_scale or 1.0
     if sc.peak_replicas is not None:
         scale = sc.peak_replicas * mu / max(trace.peak_rate(), 1e-9)
-    trace = open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed)
+    trace = MaterializedTrace(open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed))
     peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
     work = work_per_bin(trace, profile)
     first = int(need_replicas(work[:3], 0.85, sc.min_replicas).max()) if work.size else sc.min_replicas
@@ -95,7 +96,7 @@ def prepare(sc: Scenario) -> Prepared:
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
     sc = prep.scenario
     pol = make_policy(name, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need,
-                      oracle_factory=lambda u: prep.oracle(u))
+                      oracle_factory=lambda u: prep.oracle(u), queue_lead_knob=sc.queue_lead_knob)
     cfg = prep.cfg
     if name == "static-peak":
         n = getattr(pol, "replicas", cfg.initial_replicas)
@@ -106,7 +107,10 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
 def run_one(prep: Prepared, name: str, knob: float | None = None,
             progress: Callable[[float], None] | None = None) -> RunResult:
     pol, cfg = build(prep, name, knob)
-    k = POLICIES[name].default if knob is None else knob
+    k = knob
+    if k is None:
+        spec = spec_of(name, prep.scenario.queue_lead_knob)
+        k = prep.scenario.queue_lead.get(spec.knob, spec.default) if name == "queue-lead" else spec.default
     return run(prep.trace, prep.profile, pol, cfg, knob=k, progress=progress)
 
 
@@ -151,5 +155,9 @@ def run_many(prep: Prepared, jobs: list[tuple[str, float | None]], workers: int 
         _PREP = None
 
 
-def sweep_jobs(names: list[str]) -> list[tuple[str, float | None]]:
-    return [(n, k) for n in names for k in POLICIES[n].grid]
+def spec_of(name: str, queue_lead_knob: str | None = None) -> PolicySpec:
+    return queue_lead_spec(queue_lead_knob) if name == "queue-lead" else POLICIES[name]
+
+
+def sweep_jobs(names: list[str], queue_lead_knob: str | None = None) -> list[tuple[str, float | None]]:
+    return [(n, k) for n in names for k in spec_of(n, queue_lead_knob).grid]

@@ -406,21 +406,40 @@ POLICIES: dict[str, PolicySpec] = {
     "aibrix-apa": PolicySpec("target KV usage", 0.5, (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3), "AIBrix APA"),
     "wva": PolicySpec("kvCacheThreshold", 0.8, (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4), "llm-d WVA saturation"),
     "ray": PolicySpec("target_ongoing_requests", 64.0, (256.0, 160.0, 128.0, 96.0, 64.0, 48.0, 32.0), "Ray Serve"),
-    "static-peak": PolicySpec("replicas (x peak need)", 1.0, (0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5), "fixed fleet"),
-    "oracle": PolicySpec("utilisation of capacity", 0.85, (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6), "clairvoyant"),
+    "static-peak": PolicySpec("replicas (x peak need)", 1.0, (0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0),
+                              "fixed fleet"),
+    "oracle": PolicySpec("utilisation of capacity", 0.85, (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3),
+                         "clairvoyant"),
 }
+
+
+# queue-lead can sweep either target (scenario `queue_lead_knob`); the KV target is the default.
+# With `target_running_per_replica` swept, the KV target stays at the scenario's / PolicyParams'.
+QUEUE_LEAD_KNOBS: dict[str, PolicySpec] = {
+    "target_kv_cache_usage_ratio": POLICIES["queue-lead"],
+    "target_running_per_replica": PolicySpec("target_running_per_replica", 96.0,
+                                             (256.0, 192.0, 160.0, 128.0, 112.0, 96.0, 80.0, 64.0, 48.0, 32.0),
+                                             "ours: autoscaler.policy.decide(), batch target swept"),
+}
+
+
+def queue_lead_spec(knob_name: str | None) -> PolicySpec:
+    return QUEUE_LEAD_KNOBS[knob_name or "target_kv_cache_usage_ratio"]
 
 
 def make_policy(name: str, knob: float | None, min_replicas: int, max_replicas: int,
                 params: dict[str, Any] | None = None, peak_need: int = 1,
-                oracle_factory: Callable[[float], Policy] | None = None) -> Policy:
-    """One policy at its knob (None = its default). `params` = queue-lead PolicyParams overrides."""
-    spec = POLICIES[name]
+                oracle_factory: Callable[[float], Policy] | None = None,
+                queue_lead_knob: str | None = None) -> Policy:
+    """One policy at its knob (None = its default). `params` = queue-lead PolicyParams overrides;
+    `queue_lead_knob` = which PolicyParams field the knob sets (default the KV target)."""
+    spec = queue_lead_spec(queue_lead_knob) if name == "queue-lead" else POLICIES[name]
     k = spec.default if knob is None else knob
     if name == "queue-lead":
         kw: dict[str, Any] = {"min_replicas": min_replicas, "max_replicas": max_replicas}
         kw.update(params or {})
-        kw["target_kv_cache_usage_ratio"] = k
+        if knob is not None or spec.knob not in kw:
+            kw[spec.knob] = k
         return QueueLead(PolicyParams(**kw))
     if name == "hpa-queue":
         return HpaQueue(k, min_replicas, max_replicas)

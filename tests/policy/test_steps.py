@@ -100,12 +100,13 @@ def test_rate_queue_replicas(arrivals: float, mu: float, waiting: list[float], e
 
 
 def test_fleet_throughput() -> None:
-    # docstring: (1.5 + 1.7) * 3 / 2 = 4.8; a missing series turns the rate model off
+    # docstring: (1.5 + 1.7) * 3 / 2 = 4.8; a pod without a series yet counts 0: 1.5 * 3 / 2
     a = pod("a", 0, 0, 0, 1000.0, done=1.5)
     b = pod("b", 0, 0, 0, 1000.0, done=1.7)
     silent = pod("c", 0, 0, 0, 1000.0)
     assert fleet_throughput((a, b), 3, 1000.0, 60.0) == pytest.approx(4.8)
-    assert fleet_throughput((a, silent), 3, 1000.0, 60.0) is None
+    assert fleet_throughput((a, silent), 3, 1000.0, 60.0) == pytest.approx(2.25)
+    assert fleet_throughput((silent,), 1, 1000.0, 60.0) is None
     assert fleet_throughput((pod("d", 0, 0, 0, 900.0, done=1.5),), 1, 1000.0, 60.0) is None  # stale
 
 

@@ -110,3 +110,13 @@ def test_queue_lead_drives_the_decision_core() -> None:
     assert isinstance(q, QueueLead)
     assert q.decide(view(2, [pod("a", 15, 8, 0.95), pod("b", 15, 8, 0.95)]), 100.0) == 4
     assert q.last is not None and q.last.reason.value == "scale_up_queue"
+
+
+def test_queue_lead_knob_can_be_the_batch_target() -> None:
+    q = make_policy("queue-lead", 64.0, 1, 10, {"target_running_per_replica": 96}, queue_lead_knob="target_running_per_replica")
+    assert isinstance(q, QueueLead)
+    assert q.params.target_running_per_replica == 64.0 and q.params.target_kv_cache_usage_ratio == 0.8
+    d = make_policy("queue-lead", None, 1, 10, {"target_running_per_replica": 96}, queue_lead_knob="target_running_per_replica")
+    assert isinstance(d, QueueLead) and d.params.target_running_per_replica == 96
+    k = make_policy("queue-lead", 0.5, 1, 10, {"target_running_per_replica": 96})
+    assert isinstance(k, QueueLead) and k.params.target_kv_cache_usage_ratio == 0.5
