@@ -226,16 +226,10 @@ def _parse_timestamp(raw: Any, where: str) -> float:
     return ts
 
 
-def parse_vector(body: Any) -> list[Sample]:
-    """Parse a decoded `/api/v1/query` answer that must be an instant vector.
-
-    Returns `(labels, value, timestamp)` per element, in the server's order; `timestamp` is
-    whatever the server put next to the value (for an instant query: the evaluation time).
-    Strict: raises `PrometheusBadResponse` on status != "success" (with the server's
-    errorType/error), a non-vector result, a missing/ill-typed field, or a value that is
-    not a number (NaN, +Inf, -Inf are numbers). A missing `resultType` is accepted when the
-    elements are vector-shaped (some proxies and docs trim it). Pure; never does I/O.
-    """
+def _result_items(body: Any, result_type: str, what: str) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+    """The common envelope of `/api/v1/query` and `/api/v1/query_range` answers: status,
+    data, resultType (a missing one is taken as `result_type`), result list, each element an
+    object with a string-to-string `metric`. Returns (where, element, metric) per element."""
     if not isinstance(body, dict):
         raise PrometheusBadResponse(f"answer is not a JSON object: {type(body).__name__}")
     status = body.get("status")
@@ -250,14 +244,13 @@ def parse_vector(body: Any) -> list[Sample]:
     data = body.get("data")
     if not isinstance(data, dict):
         raise PrometheusBadResponse("answer has no 'data' object")
-    result_type = data.get("resultType", "vector")
-    if result_type != "vector":
-        raise PrometheusBadResponse(f"expected an instant vector, got resultType={result_type!r}")
+    got = data.get("resultType", result_type)
+    if got != result_type:
+        raise PrometheusBadResponse(f"expected {what}, got resultType={got!r}")
     result = data.get("result")
     if not isinstance(result, list):
         raise PrometheusBadResponse("answer has no 'data.result' list")
-
-    out: list[Sample] = []
+    items = []
     for i, item in enumerate(result):
         where = f"result[{i}]"
         if not isinstance(item, dict):
@@ -267,6 +260,22 @@ def parse_vector(body: Any) -> list[Sample]:
             isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
         ):
             raise PrometheusBadResponse(f"{where}: 'metric' must map strings to strings")
+        items.append((where, item, metric))
+    return items
+
+
+def parse_vector(body: Any) -> list[Sample]:
+    """Parse a decoded `/api/v1/query` answer that must be an instant vector.
+
+    Returns `(labels, value, timestamp)` per element, in the server's order; `timestamp` is
+    whatever the server put next to the value (for an instant query: the evaluation time).
+    Strict: raises `PrometheusBadResponse` on status != "success" (with the server's
+    errorType/error), a non-vector result, a missing/ill-typed field, or a value that is
+    not a number (NaN, +Inf, -Inf are numbers). A missing `resultType` is accepted when the
+    elements are vector-shaped (some proxies and docs trim it). Pure; never does I/O.
+    """
+    out: list[Sample] = []
+    for where, item, metric in _result_items(body, "vector", "an instant vector"):
         pair = item.get("value")
         if not isinstance(pair, list) or len(pair) != 2:
             raise PrometheusBadResponse(f"{where}: 'value' must be a [timestamp, \"value\"] pair")
@@ -283,36 +292,8 @@ def parse_matrix(body: Any) -> list[Series]:
     like `parse_vector`: status != "success", another resultType, a missing or ill-typed field,
     or a value that is not a number raise `PrometheusBadResponse`. Pure.
     """
-    if not isinstance(body, dict):
-        raise PrometheusBadResponse(f"answer is not a JSON object: {type(body).__name__}")
-    status = body.get("status")
-    if status != "success":
-        error_type = body.get("errorType")
-        error = body.get("error")
-        raise PrometheusBadResponse(
-            f"Prometheus answered status={status!r}: {error_type}: {error}",
-            error_type=error_type if isinstance(error_type, str) else None,
-            error=error if isinstance(error, str) else None,
-        )
-    data = body.get("data")
-    if not isinstance(data, dict):
-        raise PrometheusBadResponse("answer has no 'data' object")
-    result_type = data.get("resultType", "matrix")
-    if result_type != "matrix":
-        raise PrometheusBadResponse(f"expected a range vector, got resultType={result_type!r}")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise PrometheusBadResponse("answer has no 'data.result' list")
     out: list[Series] = []
-    for i, item in enumerate(result):
-        where = f"result[{i}]"
-        if not isinstance(item, dict):
-            raise PrometheusBadResponse(f"{where} is not an object")
-        metric = item.get("metric")
-        if not isinstance(metric, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
-        ):
-            raise PrometheusBadResponse(f"{where}: 'metric' must map strings to strings")
+    for where, item, metric in _result_items(body, "matrix", "a range vector"):
         values = item.get("values")
         if not isinstance(values, list):
             raise PrometheusBadResponse(f"{where}: 'values' must be a list of [timestamp, \"value\"] pairs")
