@@ -765,34 +765,9 @@ class PrometheusSource:
         self._local.response = response
 
     def _query_once(self, promql: str, params: dict[str, str]) -> Any:
-        self._local.response = None
-        failure: Exception | None = None
-        try:
-            self._prom.custom_query(promql, params=params)
-        except requests.exceptions.SSLError as exc:
-            raise PrometheusUnavailable(
-                f"TLS error talking to Prometheus at {self._safe_url}: {_shorten(_cause(exc))}",
-                retryable=False,
-            ) from exc
-        except (
-            requests.exceptions.ConnectionError,
-            requests.exceptions.Timeout,
-            requests.exceptions.ChunkedEncodingError,
-        ) as exc:
-            raise PrometheusUnavailable(
-                f"Prometheus at {self._safe_url} unreachable: {type(exc).__name__}: {_shorten(_cause(exc))}"
-            ) from exc
-        except Exception as exc:  # noqa: BLE001 - reclassified from the raw response below
-            # PrometheusApiClientException on non-200, JSONDecodeError/KeyError/TypeError on
-            # an odd 200 body: the captured response tells us what really happened.
-            failure = exc
-        response: requests.Response | None = getattr(self._local, "response", None)
-        self._local.response = None
-        if response is None:
-            raise PrometheusError(
-                f"query to {self._safe_url} failed without an answer: {_shorten(repr(failure))}"
-            ) from failure
-        return decode_response(response.status_code, self._without_token(response.content))
+        # PrometheusApiClientException on non-200, JSONDecodeError/KeyError/TypeError on an odd
+        # 200 body: `_send` reclassifies them from the captured raw response.
+        return self._send(lambda: self._prom.custom_query(promql, params=params))
 
     def _log_retry(self, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None

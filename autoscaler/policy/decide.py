@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy.demand import Demand, arrival_rate, compute_demand, fleet_throughput
+from autoscaler.policy.demand import Demand, arrival_rate, compute_demand, fleet_throughput, throughput_partial
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
 from autoscaler.policy.health import assess_health
 from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight
@@ -122,7 +122,10 @@ def decide(
             recommendation, hold = current, Reason.HOLD_WITHIN_TOLERANCE
         else:
             recommendation = _ceil(wanted)
-        if not health.all_healthy and recommendation < current:
+        partial = demand.queue_model == "rate" and throughput_partial(
+            health.healthy, now, policy.stale_after_seconds
+        )
+        if (not health.all_healthy or partial) and recommendation < current:
             recommendation, hold, hold_clamp = current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS
         capped = cap_for_in_flight(
             recommendation, _ceil(demand.replicas), planned or current, current, flight,

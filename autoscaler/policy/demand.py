@@ -135,6 +135,15 @@ def fleet_throughput(
     return sum(rates) * ready / len(healthy)
 
 
+def throughput_partial(healthy: tuple[ReadyPod, ...], now: float, stale_after_seconds: float) -> bool:
+    """True when some healthy pod has no usable throughput sample: `fleet_throughput` then
+    counts it as 0, which may understate arrivals, so such a reading must never scale down.
+
+    Worked example: pods reporting 1.5 and (none): True; 1.5 and 1.7: False.
+    """
+    return any(_rate(p.completed_per_second, now, stale_after_seconds) is None for p in healthy)
+
+
 def arrival_rate(
     load_history: tuple[tuple[float, float], ...],
     throughput_history: tuple[tuple[float, float], ...],

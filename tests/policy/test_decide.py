@@ -195,6 +195,21 @@ def test_decide_table(
     assert (d.desired_replicas, d.reason, d.clamp) == (desired, reason, clamp), d.values
 
 
+def test_a_missing_throughput_series_never_scales_down() -> None:
+    # 4 replicas; 2 pods queue (10 waiting, 1.6 done/s), 2 just became ready with no series yet
+    # (they count 0 in the throughput). Arrivals 3.2/s -> keep up 2 + drain 2 x 7/192 = 2.07:
+    # below 4, but a missing series may have understated it: hold, never down
+    ready = pods(2, 10, 8, 0.5, NOW, done=1.6) + (pod("new-a", 0, 0, 0.0, NOW), pod("new-b", 0, 0, 0.0, NOW))
+    state = PolicyState(load_history=((NOW - 30, 36.0),), recommendations=((NOW - 700, 4),))
+    d = run(obs(4, ready, free_gpus=8), state)
+    assert d.values.queue_model == "rate"
+    assert (d.desired_replicas, d.reason) == (4, Reason.HOLD_METRICS_UNHEALTHY)
+    # with every series present the same reading scales down (window long past)
+    full = pods(2, 10, 8, 0.5, NOW, done=1.6) + (pod("new-a", 0, 0, 0.0, NOW, done=0.0),
+                                                 pod("new-b", 0, 0, 0.0, NOW, done=0.0))
+    assert run(obs(4, full, free_gpus=8), state).desired_replicas < 4
+
+
 def test_free_gpus_shorten_the_lead_time() -> None:
     lead_free = run(obs(2, pods(2, 15, 8, 0.95, NOW), free_gpus=8)).values.lead_time_seconds
     lead_none = run(obs(2, pods(2, 15, 8, 0.95, NOW), free_gpus=0)).values.lead_time_seconds

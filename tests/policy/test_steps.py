@@ -13,6 +13,7 @@ from autoscaler.policy.demand import (
     batch_replicas,
     compute_demand,
     fleet_throughput,
+    throughput_partial,
     kv_replicas,
     rate_queue_replicas,
 )
@@ -107,6 +108,8 @@ def test_fleet_throughput() -> None:
     assert fleet_throughput((a, b), 3, 1000.0, 60.0) == pytest.approx(4.8)
     assert fleet_throughput((a, silent), 3, 1000.0, 60.0) == pytest.approx(2.25)
     assert fleet_throughput((silent,), 1, 1000.0, 60.0) is None
+    # docstring of throughput_partial
+    assert throughput_partial((a, silent), 1000.0, 60.0) and not throughput_partial((a, b), 1000.0, 60.0)
     assert fleet_throughput((pod("d", 0, 0, 0, 900.0, done=1.5),), 1, 1000.0, 60.0) is None  # stale
 
 
