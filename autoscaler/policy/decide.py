@@ -82,9 +82,12 @@ def decide(
     elif not health.healthy:
         recommendation, hold, hold_clamp = current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS
     else:
-        load_now = _load(health.healthy, ready)
+        # the pods the healthy ones stand in for: warming pods (just ready, not scraped yet)
+        # hold next to nothing and count as idle (step 1, health.py)
+        served = ready - len(health.warming)
+        load_now = _load(health.healthy, served)
         load_history = update_load_history(state.load_history, now, load_now, policy.forecast_window_seconds)
-        throughput = fleet_throughput(health.healthy, ready, now, policy.stale_after_seconds)
+        throughput = fleet_throughput(health.healthy, served, now, policy.stale_after_seconds)
         arrivals: float | None = None
         if throughput is not None:
             throughput_history = update_load_history(
@@ -96,7 +99,7 @@ def decide(
                 arrivals = arrival_rate(load_history, throughput_history or ((now, throughput),))
         demand = compute_demand(
             health.healthy,
-            ready,
+            served,
             arrivals,
             now,
             policy.stale_after_seconds,

@@ -190,7 +190,9 @@ def compute_demand(
     target_running_per_replica: float | None = None,
     completed_per_second: float | None = None,
 ) -> Demand:
-    """Demand over `ready` pods, from the samples of the `healthy` ones (at least one).
+    """Demand over `ready` pods, from the samples of the `healthy` ones (at least one). `ready`
+    is the count the healthy pods stand in for: decide() leaves warming pods (just ready, not
+    scraped yet, see health.py) out of it, so they count as idle.
     `completed_per_second` is `fleet_throughput()` of the same pods (None: the rate model is off).
 
     Worked example (batch model): 3 ready pods, 2 healthy with (waiting, running, kv) =

@@ -10,6 +10,7 @@ from autoscaler.policy import (
     LeadTimeState,
     Observation,
     PodStage,
+    PodStartup,
     PolicyParams,
     PolicyState,
     Reason,
@@ -208,6 +209,26 @@ def test_a_missing_throughput_series_never_scales_down() -> None:
     full = pods(2, 10, 8, 0.5, NOW, done=1.6) + (pod("new-a", 0, 0, 0.0, NOW, done=0.0),
                                                  pod("new-b", 0, 0, 0.0, NOW, done=0.0))
     assert run(obs(4, full, free_gpus=8), state).desired_replicas < 4
+
+
+def test_pods_just_ready_without_a_scrape_count_as_idle_for_scale_up() -> None:
+    # 10 ready: 6 old ones run 160 each (960), 4 became ready 10 s ago and have no series yet.
+    # Batch target 128. Standing the old pods in for the new ones would read 960 x 10 / 6 = 1,600
+    # running -> 12.5 -> 13 replicas (the overshoot seen in the simulator). Counting the new ones
+    # idle (HPA's rule for pods without metrics on a scale-up): 960 / 128 = 7.5 -> below 10, but
+    # the new pods are unhealthy, so no scale-down either: hold at 10.
+    params = PolicyParams(max_replicas=50, target_running_per_replica=128)
+    young = PodStartup(created_at=NOW - 200, scheduled_at=NOW - 190, ready_at=NOW - 10)
+    new = tuple(pod(f"new-{i}", None, None, None, NOW, startup=young) for i in range(4))
+    d = run(obs(10, pods(6, 0, 160, 0.3, NOW) + new, free_gpus=8), None, params)
+    assert d.values.running_total == pytest.approx(960.0)
+    assert (d.desired_replicas, d.reason) == (10, Reason.HOLD_METRICS_UNHEALTHY)
+    # the same four pods ready for 5 minutes without a series are a fault: extrapolated as before
+    old = PodStartup(created_at=NOW - 600, scheduled_at=NOW - 590, ready_at=NOW - 300)
+    lost = tuple(pod(f"new-{i}", None, None, None, NOW, startup=old) for i in range(4))
+    d = run(obs(10, pods(6, 0, 160, 0.3, NOW) + lost, free_gpus=8), None, params)
+    assert d.values.running_total == pytest.approx(1600.0)
+    assert (d.desired_replicas, d.reason) == (13, Reason.SCALE_UP_BATCH)
 
 
 def test_free_gpus_shorten_the_lead_time() -> None:

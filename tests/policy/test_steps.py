@@ -18,7 +18,7 @@ from autoscaler.policy.demand import (
     rate_queue_replicas,
 )
 from autoscaler.policy.forecast import forecast, trend, update_load_history
-from autoscaler.policy.health import assess_health, pod_health, sample_health
+from autoscaler.policy.health import assess_health, is_warming, pod_health, sample_health
 from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight, pod_eta
 from autoscaler.policy.lead_time import (
     LeadTimeEstimate,
@@ -72,6 +72,35 @@ def test_assess_health_splits_pods() -> None:
     assert [p.name for p in report.healthy] == ["a"]
     assert report.unhealthy == {"b": SampleHealth.STALE}
     assert not report.all_healthy
+
+
+@pytest.mark.parametrize(
+    ("ready_at", "samples", "expected"),
+    [
+        (950.0, (None, None, None), True),  # docstring: ready 50 s ago, not scraped yet
+        (930.0, (None, None, None), False),  # docstring: 70 s > 60 s: a missing series is a fault
+        (950.0, (None, 3.0, None), False),  # docstring: scraped, one series missing: a fault
+        (None, (None, None, None), False),  # docstring: no ready time known
+        (940.0, (None, None, None), True),  # 60 s: at the edge, still warming
+        (1010.0, (None, None, None), False),  # ready "in the future" (clock skew): not trusted
+    ],
+)
+def test_is_warming(ready_at: float | None, samples: tuple[float | None, ...], expected: bool) -> None:
+    startup = None if ready_at is None else PodStartup(created_at=800.0, scheduled_at=810.0, ready_at=ready_at)
+    assert is_warming(pod("a", *samples, at=1000.0, startup=startup), 1000.0, 60.0) is expected
+
+
+def test_assess_health_names_warming_pods_and_keeps_them_unhealthy() -> None:
+    young = PodStartup(created_at=800.0, scheduled_at=810.0, ready_at=990.0)
+    old = PodStartup(created_at=100.0, scheduled_at=110.0, ready_at=200.0)
+    report = assess_health(
+        (pod("a", 1, 1, 0.5, 1000.0), pod("new", None, None, None, 1000.0, startup=young),
+         pod("lost", None, None, None, 1000.0, startup=old)),
+        1000.0, 60.0,
+    )
+    assert report.warming == ("new",)
+    assert report.unhealthy == {"new": SampleHealth.ABSENT, "lost": SampleHealth.ABSENT}
+    assert not report.all_healthy  # warming pods still forbid any scale-down
 
 
 # --- step 2: demand ---------------------------------------------------------------------------
