@@ -251,7 +251,8 @@ class Kpa:
 
 # --------------------------------------------------------------------------------- AIBrix
 class AibrixApa:
-    """AIBrix APA (vllm-project/aibrix pkg/controller/podautoscaler/algorithm/apa.go): on the
+    """AIBrix APA (vllm-project/aibrix pkg/controller/podautoscaler/algorithm/apa.go; defaults in
+    pkg/controller/podautoscaler/context/context.go NewBaseScalingContext): on the
     mean per-pod metric over ready pods vs the target, hold within a 10 % fluctuation tolerance,
     else go to ceil(ratio * ready), at most x2 up (max scale-up rate 2) and /2 down (max
     scale-down rate 2); no scale-down within the 300 s scale-down delay after the last change.
@@ -280,7 +281,7 @@ class AibrixApa:
         desired = current
         if ratio > 1 + self.tol:
             desired = max(current, min(math.ceil(2 * ready), math.ceil(ratio * ready - 1e-9)))
-        elif ratio < 1 - self.tol and now - self.last_change >= self.cooldown and not view.in_flight:
+        elif ratio < 1 - self.tol and now - self.last_change >= self.cooldown:
             desired = min(current, max(math.floor(ready / 2), math.ceil(ratio * ready - 1e-9)))
         desired = min(max(desired, self.min_replicas), self.max_replicas)
         if desired != current:
@@ -290,13 +291,23 @@ class AibrixApa:
 
 # --------------------------------------------------------------------------------- llm-d WVA
 class Wva:
-    """llm-d workload-variant-autoscaler, saturation-based mode (llm-d-incubation/
-    workload-variant-autoscaler, saturation scaling config: kvCacheThreshold 0.8,
-    queueLengthThreshold 5, kvSpareTrigger 0.1, queueSpareTrigger 3): every 60 s, hold while
-    any pod is pending; +1 replica when the average spare KV (0.8 - mean KV) drops below 0.1 or
-    the average spare queue (5 - mean waiting) below 3; -1 when, with one replica fewer, both
-    spares would still be above their triggers. Example: 4 pods, mean KV 0.75: spare 0.05 <
-    0.1, so 5."""
+    """llm-d workload-variant-autoscaler, V1 saturation analyzer (llm-d-incubation/
+    workload-variant-autoscaler internal/saturation/analyzer.go; defaults kvCacheThreshold 0.8,
+    queueLengthThreshold 5, kvSpareTrigger 0.1, queueSpareTrigger 3 from its saturation
+    ConfigMap docs; MinNonSaturatedReplicasForScaleDown = 2), one variant, every 60 s:
+
+    * a replica is saturated when its KV usage >= 0.8 or its queue >= 5; the spare KV (0.8 - KV)
+      and spare queue (5 - waiting) are averaged over the *non-saturated* replicas (0 when all
+      are saturated);
+    * while the model is in transition (spec != ready replicas with metrics, or pods pending),
+      hold;
+    * scale up to ready + 1 when the average spare KV < 0.1 or the average spare queue < 3;
+    * else scale down to ready - 1 when it is safe: at least 2 non-saturated replicas and,
+      with their load spread over one fewer (x N / (N - 1)), both spares still >= the triggers.
+
+    Example: 4 ready pods at KV 0.75, 0.5, 0.5, 0.9 (the last saturated): spare KV over the
+    three others (0.05 + 0.3 + 0.3) / 3 = 0.217 >= 0.1, spare queue 5 >= 3: no scale-up;
+    scale-down: KV load 0.583 x 3 / 2 = 0.875 > 0.8 - 0.1: not safe, so hold at 4."""
 
     name = "wva"
     interval_s = 60.0
@@ -308,19 +319,22 @@ class Wva:
 
     def decide(self, view: ClusterView, now: float) -> int:
         current = view.spec_replicas
-        if view.in_flight:
-            return current
         pods = [p for p in view.ready if p.kv is not None and p.waiting is not None]
-        if not pods:
-            return current
-        n = len(pods)
-        kv = sum(p.kv or 0.0 for p in pods)
-        q = sum(p.waiting or 0.0 for p in pods)
-        desired = current
-        if self.kv_t - kv / n < self.kv_s or self.q_t - q / n < self.q_s:
-            desired = current + 1
-        elif n > 1 and self.kv_t - kv / (n - 1) >= self.kv_s and self.q_t - q / (n - 1) >= self.q_s:
-            desired = current - 1
+        if not pods or view.in_flight or len(pods) != current:
+            return current  # in transition (or no metrics): hold
+        free = [p for p in pods if (p.kv or 0.0) < self.kv_t and (p.waiting or 0.0) < self.q_t]
+        n = len(free)
+        spare_kv = sum(self.kv_t - (p.kv or 0.0) for p in free) / n if n else 0.0
+        spare_q = sum(self.q_t - (p.waiting or 0.0) for p in free) / n if n else 0.0
+        ready = len(pods)
+        desired = ready
+        if spare_kv < self.kv_s or spare_q < self.q_s:
+            desired = ready + 1
+        elif n >= 2:
+            f = n / (n - 1)
+            if (self.kv_t - (self.kv_t - spare_kv) * f >= self.kv_s
+                    and self.q_t - (self.q_t - spare_q) * f >= self.q_s):
+                desired = ready - 1
         return min(max(desired, self.min_replicas), self.max_replicas)
 
 

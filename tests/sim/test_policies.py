@@ -87,6 +87,14 @@ def test_wva_adds_one_and_holds_while_pending() -> None:
     assert w.decide(view(5, [pod(n, kv=0.75) for n in "abcd"], pending), 60.0) == 5
     # mean KV 0.2, no queue: with 3 pods KV 0.27, spare 0.53 >= 0.1 and queue spare 5 >= 3 -> -1
     assert w.decide(view(4, [pod(n, kv=0.2) for n in "abcd"]), 120.0) == 3
+    # docstring: KV 0.75, 0.5, 0.5, 0.9 (saturated): spare over the other three 0.217 -> no +1;
+    # their load 0.583 x 3 / 2 = 0.875 leaves spare -0.075 < 0.1 -> no -1: hold at 4
+    mixed = [pod("a", kv=0.75), pod("b", kv=0.5), pod("c", kv=0.5), pod("d", kv=0.9)]
+    assert w.decide(view(4, mixed), 180.0) == 4
+    # every replica saturated (queue >= 5): no spare at all -> +1
+    assert w.decide(view(2, [pod("a", waiting=6), pod("b", waiting=9)]), 240.0) == 3
+    # spec 5 but only 4 pods report (one not ready yet): in transition, hold
+    assert w.decide(view(5, [pod(n, kv=0.75) for n in "abcd"]), 300.0) == 5
 
 
 def test_ray_waits_upscale_delay() -> None:
