@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from autoscaler.sim.oracle import OraclePolicy, need_replicas, schedule_cost, work_per_bin
+from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, schedule_cost, work_per_bin
 from autoscaler.sim.policies import POLICIES, Policy, PolicySpec, make_policy, queue_lead_spec
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
@@ -20,6 +20,7 @@ from autoscaler.sim.stats import Slo
 from autoscaler.sim.traces import MaterializedTrace, Trace, open_trace
 
 REPO = Path(__file__).resolve().parents[2]
+ORACLE_DEFAULT_U = POLICIES["oracle"].default  # 0.85: the utilisation the initial fleet is sized at
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Scenario:
     name: str
     trace: str
     profile: str = "qwen3-8b-h100"
+    # single profile fields changed for this scenario, e.g. {scheduler: {max_num_batched_tokens: 2048}}
+    # (the vLLM flag an operator sets for the workload; unknown keys are rejected: profile.apply_overrides)
+    profile_overrides: dict[str, Any] = field(default_factory=dict)
     start: float = 0.0
     duration: float | None = None
     rate_scale: float | None = None
@@ -53,7 +57,14 @@ class Scenario:
         trace = str(raw["trace"])
         if not Path(trace).is_absolute():
             raw["trace"] = str((REPO / trace).resolve())
-        return Scenario(**raw)
+        known = {f.name for f in fields(Scenario)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown scenario key(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
+        sc = Scenario(**raw)
+        load_profile(sc.profile, sc.profile_overrides)  # fail at load time on a bad override
+        return sc
 
 
 @dataclass
@@ -66,6 +77,18 @@ class Prepared:
     work: npt.NDArray[np.float64]
     cfg: RunConfig
 
+    def initial_need(self, u: float) -> int:
+        """The fleet a controller that had been running before the slice would have at t = 0:
+        the oracle's need (at utilisation u) over the first lead time, i.e. what it must already
+        have asked for, because a replica asked for at t = 0 serves only after a new node
+        (`node_provision_s`) and the model load (`model_load_s`, container start included)."""
+        sc = self.scenario
+        if self.work.size == 0:
+            return sc.min_replicas
+        lead_bins = max(1, int(math.ceil((self.profile.node_provision_s + self.profile.model_load_s) / BIN_S)))
+        need = need_replicas(self.work, u, sc.min_replicas)  # neighbour bins count, as for the oracle
+        return min(max(int(need[:lead_bins].max()), sc.min_replicas), sc.max_replicas)
+
     def oracle(self, u: float) -> OraclePolicy:
         need = need_replicas(self.work, u, self.scenario.min_replicas)
         return OraclePolicy(need, self.profile, self.scenario.max_replicas)
@@ -76,7 +99,7 @@ class Prepared:
 
 
 def prepare(sc: Scenario) -> Prepared:
-    profile = load_profile(sc.profile)
+    profile = load_profile(sc.profile, sc.profile_overrides)
     trace = open_trace(sc.trace, sc.start, sc.duration, 1.0, sc.seed)
     mean_in, mean_out = trace.mean_lengths()
     mu = profile.capacity_rps(mean_in, mean_out)
@@ -86,11 +109,16 @@ def prepare(sc: Scenario) -> Prepared:
     trace = MaterializedTrace(open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed))
     peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
     work = work_per_bin(trace, profile)
-    first = int(need_replicas(work[:3], 0.85, sc.min_replicas).max()) if work.size else sc.min_replicas
-    cfg = RunConfig(dt=sc.dt, min_replicas=sc.min_replicas, max_replicas=sc.max_replicas,
-                    initial_replicas=min(max(first, sc.min_replicas), sc.max_replicas), max_nodes=sc.max_nodes,
-                    slo=Slo(sc.slo_ttft_s, sc.slo_tpot_s))
-    return Prepared(sc, trace, profile, mu, peak_need, work, cfg)
+    cfg = RunConfig(dt=sc.dt, min_replicas=sc.min_replicas, max_replicas=sc.max_replicas, initial_replicas=1,
+                    max_nodes=sc.max_nodes, slo=Slo(sc.slo_ttft_s, sc.slo_tpot_s))
+    prep = Prepared(sc, trace, profile, mu, peak_need, work, cfg)
+    # Every policy starts from the fleet a controller running before the slice would have: the
+    # oracle's need at its default utilisation over the first lead time (node provisioning +
+    # model load, 390 s for Qwen3-8B/H100), not over the first 3 minutes - a quiet start followed
+    # by a ramp inside the lead time otherwise builds a backlog no reactive policy can avoid.
+    # The oracle starts from its own need (build()); static-peak keeps its own size.
+    prep.cfg = replace(cfg, initial_replicas=prep.initial_need(ORACLE_DEFAULT_U))
+    return prep
 
 
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
@@ -101,6 +129,9 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
     if name == "static-peak":
         n = getattr(pol, "replicas", cfg.initial_replicas)
         cfg = replace(cfg, initial_replicas=n, min_nodes=n)
+    elif name == "oracle":
+        u = knob if knob is not None else ORACLE_DEFAULT_U
+        cfg = replace(cfg, initial_replicas=prep.initial_need(u))
     return pol, cfg
 
 

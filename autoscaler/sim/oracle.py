@@ -4,7 +4,8 @@ Computed offline from the trace itself:
 
 1. **Need.** Per 60 s bin, the GPU-seconds of work that arrives in it: each request costs its
    prefill (`input * prefill_per_token_s`) plus its share of the decode steps at the replica's
-   best operating batch (`output * step(B*) / B*`, `Profile.capacity_rps`). Replicas needed =
+   best operating batch (`output * step(B*) / B*`, `Profile.capacity_rps`: the largest batch
+   whose TPOT, the prefill sharing the steps included, stays within 50 ms). Replicas needed =
    work / 60 s / u, where u (the oracle's knob) is the fraction of that capacity it dares to
    use; the bin before and after count too (a burst at the edge of a bin).
 2. **Schedule.** A replica needed at t must be asked for `model_load_s` before (and its node

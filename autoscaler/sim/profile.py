@@ -1,7 +1,9 @@
 """A model-on-GPU profile: every number the replica model and the pod lifecycle need.
 
 Profiles live in `simulations/profiles/<name>.yaml`, each number with its public source in a
-comment. `load_profile("qwen3-8b-h100")` finds one by name; a path works too.
+comment. `load_profile("qwen3-8b-h100")` finds one by name; a path works too. A scenario can
+override single fields (`profile_overrides: {scheduler: {max_num_batched_tokens: 2048}}`, the
+vLLM flag an operator would set for that workload); unknown keys are rejected.
 
 Step-time model of one engine step (one decode token for every running sequence, plus any
 prefill tokens chunked into the same step, vLLM V1 chunked prefill):
@@ -16,6 +18,7 @@ template, tokenisation) measured at concurrency 1.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,20 +63,31 @@ class Profile:
 
     def capacity_rps(self, mean_input: float, mean_output: float, tpot_budget_s: float = 0.05,
                      kv_fill: float = 0.9) -> float:
-        """Sustainable requests/s of one replica for a length mix: the best batch whose decode
-        step stays within `tpot_budget_s` and whose KV stays below `kv_fill` of capacity.
+        """Sustainable requests/s of one replica for a length mix: the best batch B whose TPOT
+        stays within `tpot_budget_s` and whose KV stays below `kv_fill` of capacity.
 
         Each request costs its prefill (input tokens) plus its share of the decode steps:
-        1 / (mean_input * prefill_per_token_s + mean_output * step(B) / B) requests/s.
-        Worked example (Qwen3-8B/H100 profile, 233 in / 221 out): about 20 req/s.
+        rate(B) = 1 / (mean_input * prefill_per_token_s + mean_output * step(B) / B) requests/s.
+        The TPOT counts the prefill that shares the GPU with the decodes (chunked prefill puts
+        the prompt tokens into the decode steps, vLLM V1): a fraction f = rate * mean_input *
+        prefill_per_token_s of each second goes to prefill, so a decoding request gets a token
+        every step(B) / (1 - f) seconds; with Little's law (B = rate * mean_output * TPOT) that is
+        TPOT(B) = step(B) + B * mean_input * prefill_per_token_s / mean_output.
+        Without that second term (the estimate before 2026-12-03) a prefill-heavy mix looked
+        decode-only: Azure code (2,048 in / 28 out) 12.2 req/s at B = 161, whose TPOT in this
+        model is 0.47 s.
+        Worked example (Qwen3-8B/H100 profile, ShareGPT 233 in / 221 out): B = 385, step 34.9 ms,
+        TPOT 49.9 ms, 34.9 req/s (36.7 at B = 593 without the prefill term);
+        Azure code (2,048 / 28): B = 14, 10.5 req/s.
         """
         best = 0.0
         ctx = mean_input + mean_output / 2.0
+        prefill_per_decode = mean_input * self.prefill_per_token_s / max(mean_output, 1e-9)
         for b in range(1, self.max_num_seqs + 1):
             if b * (mean_input + mean_output) > kv_fill * self.kv_cache_tokens:
                 break
             step = self.decode_step_s(b, b * ctx)
-            if step > tpot_budget_s:
+            if step + b * prefill_per_decode > tpot_budget_s:
                 break
             rate = 1.0 / (mean_input * self.prefill_per_token_s + mean_output * step / b)
             best = max(best, rate)
@@ -98,15 +112,61 @@ def profile_path(name_or_path: str) -> Path:
     raise FileNotFoundError(f"profile {name_or_path!r} not found (known: {', '.join(known)})")
 
 
-def load_profile(name_or_path: str) -> Profile:
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None, where: str = "profile_overrides"
+                    ) -> dict[str, Any]:
+    """`raw` with `overrides` merged in, section by section (`{scheduler: {max_num_batched_tokens:
+    2048}}`). Only keys the profile already has may be overridden: an unknown section or field
+    (a typo would otherwise be silently ignored) raises ValueError naming the known ones."""
+    if not overrides:
+        return raw
+    if not isinstance(overrides, Mapping):
+        raise ValueError(f"{where}: expected a mapping of profile sections, got {overrides!r}")
+    out = dict(raw)
+    for section, fields in overrides.items():
+        if section not in raw:
+            raise ValueError(f"{where}: unknown profile key {section!r} (known: {', '.join(sorted(raw))})")
+        cur = raw[section]
+        if isinstance(cur, dict):
+            if not isinstance(fields, Mapping):
+                raise ValueError(f"{where}.{section}: expected a mapping, got {fields!r}")
+            merged = dict(cur)
+            for key, value in fields.items():
+                if key not in cur:
+                    raise ValueError(f"{where}.{section}: unknown key {key!r} (known: {', '.join(sorted(cur))})")
+                merged[key] = value
+            out[section] = merged
+        elif isinstance(fields, Mapping):
+            raise ValueError(f"{where}.{section}: {section!r} is a single value, not a section")
+        else:
+            out[section] = fields
+    return out
+
+
+def _override_suffix(overrides: Mapping[str, Any]) -> str:
+    parts = []
+    for section, fields in overrides.items():
+        if isinstance(fields, Mapping):
+            parts += [f"{section}.{k}={v}" for k, v in fields.items()]
+        else:
+            parts.append(f"{section}={fields}")
+    return "+" + ",".join(parts)
+
+
+def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> Profile:
+    """The profile `name_or_path` with `overrides` (see `apply_overrides`) applied; an overridden
+    profile's name says what changed (`qwen3-8b-h100+scheduler.max_num_batched_tokens=2048`)."""
     path = profile_path(name_or_path)
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping")
+    raw = apply_overrides(raw, overrides)
     kv, step, life = raw["kv_cache"], raw["step_time"], raw["lifecycle"]
     sched = raw["scheduler"]
+    name = str(raw.get("name", path.stem))
+    if overrides:
+        name += _override_suffix(overrides)
     return Profile(
-        name=str(raw.get("name", path.stem)),
+        name=name,
         model=str(raw["model"]),
         gpu=str(raw["gpu"]),
         gpus_per_replica=int(raw.get("gpus_per_replica", 1)),
