@@ -86,14 +86,16 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
                 results[name] = run_one(prep, name, None, progress=_tick)
                 bar.update(task, completed=1.0)
         else:
-            grids: dict[str, list[float]] = {}
+            grids: dict[str, tuple[float, ...]] = dict(sc.knobs)  # the scenario's, then --knobs
             for g in knob_grids:
                 pol, _, vals = g.partition("=")
                 if pol not in POLICIES or not vals:
                     raise click.BadParameter(f"--knobs {g!r}: expected POLICY=V1,V2,... with a known policy")
-                grids[pol] = [float(v) for v in vals.split(",")]
-            sweep_list = [j for j in sweep_jobs(names, sc.queue_lead_knob) if j[0] not in grids]
-            sweep_list += [(n, k) for n in names if n in grids for k in grids[n]]
+                try:
+                    grids[pol] = tuple(float(v) for v in vals.split(","))
+                except ValueError:
+                    raise click.BadParameter(f"--knobs {g!r}: values must be numbers") from None
+            sweep_list = sweep_jobs(names, sc.queue_lead_knob, grids)
             jobs_list = [(n, None) for n in names] + sweep_list
             task = bar.add_task(f"sweep ({len(jobs_list)} runs)", total=len(jobs_list))
             done = run_many(prep, jobs_list, workers=jobs or os.cpu_count() or 1,
@@ -106,7 +108,8 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
             "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
             "slo": {"ttft_s": sc.slo_ttft_s, "tpot_s": sc.slo_tpot_s}, "dt_s": sc.dt,
             "queue_lead_params": sc.queue_lead, "queue_lead_knob": sc.queue_lead_knob or "target_kv_cache_usage_ratio",
-            "knob_grid_overrides": list(knob_grids),
+            "knob_grid_overrides": list(knob_grids), "scenario_knob_grids": {k: list(v) for k, v in sc.knobs.items()},
+            "initial_replicas": prep.cfg.initial_replicas,
             "oracle_lower_bound_gpu_hours_u085": prep.oracle_bound_gpu_hours(0.85)}
     console.print(rich_table(results, sweeps, desc))
     if json_out:

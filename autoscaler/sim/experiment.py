@@ -45,6 +45,9 @@ class Scenario:
     queue_lead: dict[str, Any] = field(default_factory=dict)  # PolicyParams overrides
     queue_lead_knob: str | None = None  # the PolicyParams field queue-lead's sweep varies (None: KV target)
     policies: tuple[str, ...] = tuple(POLICIES)
+    # --sweep grids for this scenario, per policy ({static-peak: [1, 1.5, 2]}); a policy not named
+    # keeps its default grid (policies.POLICIES), and `--knobs` on the command line wins over both
+    knobs: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     @staticmethod
     def load(path: str | Path) -> Scenario:
@@ -62,9 +65,25 @@ class Scenario:
         if unknown:
             raise ValueError(f"{path}: unknown scenario key(s) {', '.join(unknown)} "
                              f"(known: {', '.join(sorted(known))})")
+        if "knobs" in raw:
+            raw["knobs"] = _knob_grids(raw["knobs"], str(path))
         sc = Scenario(**raw)
         load_profile(sc.profile, sc.profile_overrides)  # fail at load time on a bad override
         return sc
+
+
+def _knob_grids(raw: Any, where: str) -> dict[str, tuple[float, ...]]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: knobs: expected a mapping POLICY: [values], got {raw!r}")
+    out: dict[str, tuple[float, ...]] = {}
+    for name, vals in raw.items():
+        if name not in POLICIES:
+            raise ValueError(f"{where}: knobs: unknown policy {name!r} (known: {', '.join(POLICIES)})")
+        if not isinstance(vals, list) or not vals or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+            raise ValueError(f"{where}: knobs.{name}: expected a non-empty list of numbers, got {vals!r}")
+        out[name] = tuple(float(v) for v in vals)
+    return out
 
 
 @dataclass
@@ -190,5 +209,8 @@ def spec_of(name: str, queue_lead_knob: str | None = None) -> PolicySpec:
     return queue_lead_spec(queue_lead_knob) if name == "queue-lead" else POLICIES[name]
 
 
-def sweep_jobs(names: list[str], queue_lead_knob: str | None = None) -> list[tuple[str, float | None]]:
-    return [(n, k) for n in names for k in spec_of(n, queue_lead_knob).grid]
+def sweep_jobs(names: list[str], queue_lead_knob: str | None = None,
+               grids: dict[str, tuple[float, ...]] | None = None) -> list[tuple[str, float | None]]:
+    """(policy, knob) runs of a sweep: each policy over `grids[policy]` or else its default grid."""
+    g = grids or {}
+    return [(n, k) for n in names for k in g.get(n, spec_of(n, queue_lead_knob).grid)]
