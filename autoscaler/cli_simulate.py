@@ -39,7 +39,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    from autoscaler.sim.experiment import Scenario, prepare, run_many, run_one, sweep_jobs
+    from autoscaler.sim.experiment import Scenario, default_knob, prepare, run_many, run_one, sweep_jobs
     from autoscaler.sim.policies import POLICIES
     from autoscaler.sim.runner import RunResult
     from autoscaler.sim.scoreboard import markdown, rich_table, to_json
@@ -96,14 +96,20 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
                 except ValueError:
                     raise click.BadParameter(f"--knobs {g!r}: values must be numbers") from None
             sweep_list = sweep_jobs(names, sc.queue_lead_knob, grids)
-            jobs_list = [(n, None) for n in names] + sweep_list
+            # a policy's default run is its sweep run at the default knob when the grid holds it
+            defaults = {n: default_knob(sc, n) for n in names}
+            extra = [(n, None) for n in names if (n, defaults[n]) not in sweep_list]
+            jobs_list = extra + sweep_list
             task = bar.add_task(f"sweep ({len(jobs_list)} runs)", total=len(jobs_list))
             done = run_many(prep, jobs_list, workers=jobs or os.cpu_count() or 1,
                             on_done=lambda r: bar.advance(task))
-            results = {n: done[i] for i, n in enumerate(names)}
+            results = {job[0]: r for job, r in zip(extra, done)}
             sweeps = {n: [] for n in names}
-            for r in done[len(names):]:
+            for job, r in zip(sweep_list, done[len(extra):]):
                 sweeps[r.policy].append(r)
+                if job[1] == defaults[job[0]]:
+                    results.setdefault(job[0], r)
+            results = {n: results[n] for n in names}
     meta = {"scenario": sc.name, "trace": prep.trace.describe(), "rate_scale": prep.trace.scale,
             "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
             "slo": {"ttft_s": sc.slo_ttft_s, "tpot_s": sc.slo_tpot_s}, "dt_s": sc.dt,

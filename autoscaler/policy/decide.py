@@ -109,6 +109,7 @@ def decide(
             queue_drain_seconds=policy.queue_drain_seconds,
             target_running_per_replica=policy.target_running_per_replica,
             completed_per_second=throughput,
+            max_batch_growth_ratio=policy.forecast_max_growth_ratio,
         )
         to_add = max(0, _ceil(demand.replicas) - (ready + flight.counted))
         lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))

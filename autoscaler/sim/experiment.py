@@ -154,13 +154,16 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
     return pol, cfg
 
 
+def default_knob(sc: Scenario, name: str) -> float:
+    """The knob a policy runs at when none is given: queue-lead's scenario setting, else the default."""
+    spec = spec_of(name, sc.queue_lead_knob)
+    return float(sc.queue_lead.get(spec.knob, spec.default)) if name == "queue-lead" else spec.default
+
+
 def run_one(prep: Prepared, name: str, knob: float | None = None,
             progress: Callable[[float], None] | None = None) -> RunResult:
     pol, cfg = build(prep, name, knob)
-    k = knob
-    if k is None:
-        spec = spec_of(name, prep.scenario.queue_lead_knob)
-        k = prep.scenario.queue_lead.get(spec.knob, spec.default) if name == "queue-lead" else spec.default
+    k = knob if knob is not None else default_knob(prep.scenario, name)
     return run(prep.trace, prep.profile, pol, cfg, knob=k, progress=progress)
 
 

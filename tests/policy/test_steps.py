@@ -161,6 +161,18 @@ def test_batch_replicas(running: float, target: float | None, expected: float) -
 
 
 @pytest.mark.parametrize(
+    ("running", "ready", "expected"),
+    [
+        (1086.0, 6, 9.0),  # docstring: 11.3 wanted, at most 6 x 1.5 = 9 per reading
+        (1086.0, 8, 1086 / 96),  # 11.3 <= 12: unbounded
+        (9644.0, 33, 49.5),  # the congested ServeGen fleet at target 96: 100.5 -> 33 x 1.5
+    ],
+)
+def test_batch_replicas_grow_at_most_the_ratio_per_reading(running: float, ready: int, expected: float) -> None:
+    assert batch_replicas(running, 96.0, ready, 1.5) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
     ("kv_total", "target", "expected"),
     [(3.6, 0.8, 4.5), (0.0, 0.8, 0.0), (1.6, 0.8, 2.0)],  # docstring: 4 x 0.9 / 0.8 = 4.5
 )

@@ -39,3 +39,30 @@ def test_scenario_knob_grids_replace_the_default_grid_of_the_named_policies(tmp_
 def test_bad_knob_grids_are_rejected_naming_the_key(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Scenario.load(_write(tmp_path, body))
+
+
+def test_sweep_cli_runs_each_grid_point_once_and_reports_cost_at_99(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from autoscaler.cli import main
+
+    out = tmp_path / "sweep.json"
+    res = CliRunner().invoke(main, [
+        "simulate", "--scenario", "simulations/scenarios/demo.yaml", "--duration", "240",
+        "--policy", "static-peak", "--policy", "hpa-queue", "--sweep", "--jobs", "1",
+        "--knobs", "static-peak=1,2", "--knobs", "hpa-queue=5,1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    # the default runs (static-peak 1, hpa-queue 5) are the sweep's own runs at those knobs
+    assert [r["knob"] for r in doc["sweeps"]["static-peak"]] == [1.0, 2.0]
+    assert [r["knob"] for r in doc["sweeps"]["hpa-queue"]] == [5.0, 1.0]
+    assert doc["policies"]["static-peak"] == doc["sweeps"]["static-peak"][0]
+    assert doc["policies"]["hpa-queue"]["knob"] == 5.0
+    ok = [r for r in doc["sweeps"]["static-peak"] if r["slo_attainment"] >= 0.99]
+    if ok:
+        assert doc["cost_at_99"]["static-peak"] == min(r["gpu_hours"] for r in ok)
+    else:
+        assert doc["cost_at_99"].get("static-peak") is None
+    assert doc["meta"]["initial_replicas"] >= 1
