@@ -74,6 +74,7 @@ def decide(
     throughput_history = state.throughput_history
     planned = state.planned_replicas if flight.counted else None
     lead_seconds = lead.total(node_needed(observation.free_gpus, 1, policy.gpus_per_replica))
+    demand_replicas = 0.0  # demand.replicas (a property: the max of three), read once
     hold: Reason | None = None  # why the recommendation was pinned to the current replicas
     hold_clamp: Clamp | None = None
 
@@ -111,17 +112,18 @@ def decide(
             completed_per_second=throughput,
             max_batch_growth_ratio=policy.forecast_max_growth_ratio,
         )
-        to_add = max(0, _ceil(demand.replicas) - (ready + flight.counted))
+        demand_replicas = demand.replicas
+        to_add = max(0, _ceil(demand_replicas) - (ready + flight.counted))
         lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
         if demand.arrivals_per_second is not None:
             arrival_history = update_load_history(
                 state.arrival_history, now, demand.arrivals_per_second, policy.forecast_window_seconds
             )
         if demand.queue_model == "rate" and demand.arrivals_per_second is not None:
-            fc = forecast(arrival_history, demand.arrivals_per_second, demand.replicas, lead_seconds, policy)
+            fc = forecast(arrival_history, demand.arrivals_per_second, demand_replicas, lead_seconds, policy)
         else:
-            fc = forecast(load_history, demand.load, demand.replicas, lead_seconds, policy)
-        wanted = max(demand.replicas, fc.replicas)
+            fc = forecast(load_history, demand.load, demand_replicas, lead_seconds, policy)
+        wanted = max(demand_replicas, fc.replicas)
         if abs(wanted / ready - 1.0) <= policy.tolerance_ratio:
             recommendation, hold = current, Reason.HOLD_WITHIN_TOLERANCE
         else:
@@ -132,7 +134,7 @@ def decide(
         if (not health.all_healthy or partial) and recommendation < current:
             recommendation, hold, hold_clamp = current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS
         capped = cap_for_in_flight(
-            recommendation, _ceil(demand.replicas), planned or current, current, flight,
+            recommendation, _ceil(demand_replicas), planned or current, current, flight,
             policy.forecast_max_growth_ratio,
         )
         if capped < recommendation:
@@ -165,7 +167,7 @@ def decide(
     values = DecisionValues(
         ready_replicas=ready,
         healthy_pods=len(health.healthy),
-        unhealthy_pods={k: v.value for k, v in health.unhealthy.items()},
+        unhealthy_pods={k: v.value for k, v in health.unhealthy.items()} if health.unhealthy else {},
         saturated_pods=demand.saturated_pods if demand else 0,
         completed_per_second=demand.completed_per_second if demand else None,
         arrivals_per_second=demand.arrivals_per_second if demand else None,
@@ -177,7 +179,7 @@ def decide(
         queue_replicas=demand.queue_replicas if demand else 0.0,
         kv_replicas=demand.kv_replicas if demand else 0.0,
         batch_replicas=demand.batch_replicas if demand else 0.0,
-        demand_replicas=demand.replicas if demand else 0.0,
+        demand_replicas=demand_replicas,
         load_now=demand.load if demand else 0.0,
         load_slope_per_second=fc.slope_per_second if fc else 0.0,
         forecast_load=fc.load if fc else 0.0,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from autoscaler.policy.types import MetricSample, ReadyPod
+from autoscaler.policy.types import MetricSample, ReadyPod, fast_init
 
 
 # A saturated replica finishing fewer requests than this is stuck, not slow: the rate model
@@ -44,6 +44,7 @@ from autoscaler.policy.types import MetricSample, ReadyPod
 MIN_THROUGHPUT_PER_SECOND = 1e-3
 
 
+@fast_init
 @dataclass(frozen=True)
 class Demand:
     waiting_total: float  # over all ready pods (extrapolated where unhealthy)

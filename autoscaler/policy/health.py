@@ -50,6 +50,14 @@ def sample_health(sample: MetricSample | None, now: float, stale_after_seconds: 
 
 def pod_health(pod: ReadyPod, now: float, stale_after_seconds: float) -> SampleHealth:
     """The worst health among the pod's three samples (NAN, then ABSENT, then STALE)."""
+    w, r, k = pod.waiting, pod.running, pod.kv_cache_usage
+    if (  # the usual pod, in one go: all three present, finite, >= 0 and fresh
+        w is not None and r is not None and k is not None
+        and isfinite(w.value) and w.value >= 0 and now - w.timestamp <= stale_after_seconds
+        and isfinite(r.value) and r.value >= 0 and now - r.timestamp <= stale_after_seconds
+        and isfinite(k.value) and k.value >= 0 and now - k.timestamp <= stale_after_seconds
+    ):
+        return SampleHealth.FRESH
     worst = 3  # index into _WORST_FIRST; 3 = fresh
     for s in (pod.waiting, pod.running, pod.kv_cache_usage):
         if s is None:

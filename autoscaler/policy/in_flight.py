@@ -21,9 +21,10 @@ import math
 from dataclasses import dataclass
 
 from autoscaler.policy.lead_time import LeadTimeEstimate
-from autoscaler.policy.types import PodInFlight, PodStage
+from autoscaler.policy.types import PodInFlight, PodStage, fast_init
 
 
+@fast_init
 @dataclass(frozen=True)
 class InFlight:
     counted: int  # pods on their way that count as capacity
@@ -52,6 +53,8 @@ def assess_in_flight(pods: tuple[PodInFlight, ...], lead: LeadTimeEstimate, now:
     at 1940 (60 s late, still counted); one scheduled at 1500 was due at 1740 and is 260 s
     late, more than its 240 s expected startup: overdue, not counted.
     """
+    if not pods:  # the usual tick
+        return InFlight(counted=0, overdue=0, by_stage={}, latest_eta_seconds=0.0)
     counted = 0
     overdue = 0
     by_stage: dict[str, int] = {}

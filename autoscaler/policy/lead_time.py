@@ -74,12 +74,15 @@ def _anything_new(state: LeadTimeState, obs: Observation, now: float, params: Po
             return True
     recorded = state.recorded_set
     for ready in obs.ready_pods:
+        name = ready.name
+        if name in recorded and name not in seen:  # the usual pod: taken, never waited for a node
+            continue
         st = ready.startup
         if st is None or st.scheduled_at is None:
             continue
-        if ready.name in seen and ready.name not in recorded_node:
+        if name in seen and name not in recorded_node:
             return True
-        if st.ready_at is not None and ready.name not in recorded:
+        if st.ready_at is not None and name not in recorded:
             return True
     return False
 
@@ -146,7 +149,29 @@ def estimate_lead_time(state: LeadTimeState, params: PolicyParams) -> LeadTimeEs
 
     Worked example: defaults 300 s / 300 s, min 3 samples, p90. Load samples 100, 120, 130,
     140, 400 give 296 s (learned); one node sample is too few, so node provisioning stays 300 s.
+
+    The state rarely changes from one tick to the next (see `learn_lead_times`), so the
+    estimate is kept on it, like its membership sets, for the parameters it was made with.
     """
+    key = (
+        params.lead_time_min_samples,
+        params.lead_time_percentile,
+        params.model_load_seconds_default,
+        params.node_provision_seconds_default,
+    )
+    cached = state.__dict__.get(_ESTIMATE_ATTR)
+    if cached is not None and cached[0] == key:
+        estimate: LeadTimeEstimate = cached[1]
+        return estimate
+    estimate = _estimate(state, params)
+    state.__dict__[_ESTIMATE_ATTR] = (key, estimate)  # a cache, as functools.cached_property keeps one
+    return estimate
+
+
+_ESTIMATE_ATTR = "_lead_time_estimate"
+
+
+def _estimate(state: LeadTimeState, params: PolicyParams) -> LeadTimeEstimate:
     loads = [s for _, s in state.model_load_samples]
     nodes = [s for _, s in state.node_provision_samples]
     load_learned = len(loads) >= params.lead_time_min_samples

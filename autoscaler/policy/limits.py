@@ -20,9 +20,10 @@ import math
 from dataclasses import dataclass
 
 from autoscaler.policy.params import PolicyParams
-from autoscaler.policy.types import Clamp
+from autoscaler.policy.types import Clamp, fast_init
 
 
+@fast_init
 @dataclass(frozen=True)
 class Limited:
     replicas: int
@@ -135,8 +136,9 @@ def record_event(
     params: PolicyParams,
 ) -> tuple[tuple[tuple[float, int], ...], tuple[tuple[float, int], ...]]:
     """Remember this tick's change and forget events older than their period."""
-    ups = tuple(e for e in up_events if now - e[0] < params.scale_up_period_seconds)
-    downs = tuple(e for e in down_events if now - e[0] < params.scale_down_period_seconds)
+    # (most ticks have no events to filter)
+    ups = tuple(e for e in up_events if now - e[0] < params.scale_up_period_seconds) if up_events else ()
+    downs = tuple(e for e in down_events if now - e[0] < params.scale_down_period_seconds) if down_events else ()
     if desired > current:
         ups += ((now, desired - current),)
     elif desired < current:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.types import fast_init
 
 
+@fast_init
 @dataclass(frozen=True)
 class Stabilized:
     replicas: int

@@ -1,0 +1,167 @@
+"""decide() alone: CPU per call, no Prometheus, no Kubernetes, seconds to run.
+
+    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--against REF]
+
+The fleet of `bench_scale.py` (issue 6) without the servers around it: `--targets` targets of
+`--pods` ready pods each, every one with its startup times and all four series, and each
+target's `PolicyState` warmed by 8 ticks 15 s apart, as a running controller has it. Then
+decide() for every target, CPU time by `time.process_time`, best of `--rounds`, in two loads:
+
+* steady: bench_scale's load (0 waiting, 4 running, KV 0.5, 1 request/s finished per pod):
+  the decisions hold;
+* queued: 5 to 11 waiting, 8 running, KV 0.7, 1.6 requests/s per pod: the rate model, the
+  forecast and the scale-up path.
+
+`--against REF` also times the decision core of git revision REF (`git archive` of
+autoscaler/policy into a temporary package; the work tree and the index are left alone),
+interleaved round by round with the work tree's so that both see the same machine noise, and
+checks that both give the same decisions and states for every job (exit 1 if not).
+
+Prints a table; writes nothing (`bench_scale.py` keeps the issue-6 figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TICK_SECONDS = 15.0
+WARM_TICKS = 8
+LOADS = ("steady", "queued")
+
+
+def load_ref(ref: str, workdir: Path) -> ModuleType:
+    """autoscaler/policy as of `ref`, importable as the package `ref_policy`."""
+    blob = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "autoscaler/policy"],
+        check=True, capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
+            tar.extractall(workdir, filter="data")
+        else:
+            tar.extractall(workdir)  # noqa: S202 - our own repository's archive
+    package = workdir / "ref_policy"
+    shutil.move(str(workdir / "autoscaler" / "policy"), package)
+    for path in package.glob("*.py"):
+        text = path.read_text().replace("autoscaler.policy.", "ref_policy.")
+        path.write_text(text.replace("from autoscaler.policy import", "from ref_policy import"))
+    sys.path.insert(0, str(workdir))
+    return importlib.import_module("ref_policy")
+
+
+def observation(p: ModuleType, load: str, target: int, pods: int, now: float) -> Any:
+    if load == "steady":
+        waiting, running, kv, done = 0.0, 4.0, 0.5, 1.0
+    else:
+        waiting, running, kv, done = 5.0 + (now / TICK_SECONDS + target) % 7, 8.0, 0.7, 1.6
+    at = now - 2.0
+    ready = tuple(
+        p.ReadyPod(
+            f"model-{target:04d}-6d8f9c7b5-{j:05d}",
+            p.MetricSample(waiting, at),
+            p.MetricSample(running, at),
+            p.MetricSample(kv, at),
+            p.PodStartup(created_at=1000.0, scheduled_at=1010.0, ready_at=1200.0 + j),
+            completed_per_second=p.MetricSample(done, at),
+        )
+        for j in range(pods)
+    )
+    return p.Observation(spec_replicas=pods, ready_pods=ready, free_gpus=10)
+
+
+def jobs(p: ModuleType, load: str, targets: int, pods: int, now: float) -> list[tuple[Any, Any, Any]]:
+    """(policy, observation at `now`, state warmed up to the tick before) per target."""
+    policy = p.PolicyParams(max_replicas=20)
+    out = []
+    for t in range(targets):
+        state = p.PolicyState()
+        for k in range(WARM_TICKS, 0, -1):
+            tick = now - k * TICK_SECONDS
+            _, state = p.decide(policy, observation(p, load, t, pods, tick), state, tick)
+        out.append((policy, observation(p, load, t, pods, now), state))
+    return out
+
+
+def cpu_seconds(p: ModuleType, work: list[tuple[Any, Any, Any]], now: float) -> float:
+    decide = p.decide
+    started = time.process_time()
+    for policy, obs, state in work:
+        decide(policy, obs, state, now)
+    return time.process_time() - started
+
+
+def same_results(a: ModuleType, b: ModuleType, work_a: list[Any], work_b: list[Any], now: float) -> bool:
+    def text(x: Any, name: str) -> str:
+        return repr(x).replace(name, "P")
+
+    for (pa, oa, sa), (pb, ob, sb) in zip(work_a, work_b, strict=True):
+        da, na = a.decide(pa, oa, sa, now)
+        db, nb = b.decide(pb, ob, sb, now)
+        if text((da, na), a.__name__) != text((db, nb), b.__name__):
+            return False
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--targets", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--against", metavar="REF", help="also time autoscaler/policy of this git revision")
+    args = ap.parse_args()
+
+    import autoscaler.policy as tree
+
+    now = 1_700_000_000.0
+    cores: dict[str, ModuleType] = {"work tree": tree}
+    tmp = None
+    if args.against:
+        tmp = tempfile.TemporaryDirectory()
+        cores[args.against] = load_ref(args.against, Path(tmp.name))
+    work = {(name, load): jobs(p, load, args.targets, args.pods, now) for name, p in cores.items() for load in LOADS}
+
+    status = 0
+    if args.against:
+        for load in LOADS:
+            ref, cur = cores[args.against], tree
+            if not same_results(ref, cur, work[args.against, load], work["work tree", load], now):
+                print(f"DIFFERENT RESULTS ({load}): {args.against} and the work tree disagree", file=sys.stderr)
+                status = 1
+
+    best: dict[tuple[str, str], float] = {}
+    for _ in range(args.rounds):
+        for name, p in cores.items():
+            for load in LOADS:
+                s = cpu_seconds(p, work[name, load], now)
+                best[name, load] = min(best.get((name, load), s), s)
+
+    print(f"decide() CPU, best of {args.rounds}: {args.targets} targets x {args.pods} ready pods")
+    for load in LOADS:
+        for name in cores:
+            s = best[name, load]
+            line = f"  {load:7s} {name:12s} {s * 1000:8.1f} ms all targets  {s * 1e6 / args.targets:6.1f} us/call"
+            if name != "work tree":
+                line += f"   work tree / {name} = {best['work tree', load] / s:.3f}"
+            print(line)
+    if tmp is not None:
+        tmp.cleanup()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
