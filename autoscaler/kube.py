@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import structlog
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
@@ -61,6 +62,7 @@ PER_NAMESPACE_LIST_LIMIT = 3
 ACTIVE_PODS_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 T = TypeVar("T")
+_LOG = structlog.get_logger("autoscaler.kube")
 
 # kubernetes.config has no annotations; go through Any so that mypy --strict accepts the calls.
 k8s_config: Any = _k8s_config
@@ -275,23 +277,33 @@ class KubeClient:
                 raise translate_error(exc, op) from exc
             return json.loads(data) if data else {}
 
+        def log_retry(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            wait = state.next_action.sleep if state.next_action is not None else 0.0
+            _LOG.warning("kube_retry", verb=op.verb, resource=op.resource, namespace=op.namespace, name=op.name,
+                         attempt=state.attempt_number, max_attempts=self.retry_attempts,
+                         wait_seconds=round(float(wait), 3), error=str(exc))
+
         retrying = Retrying(
             stop=stop_after_attempt(self.retry_attempts),
             wait=self._wait,
             retry=retry_if_exception_type(RETRYABLE_ERRORS),
             sleep=self._sleep,
+            before_sleep=log_retry,
             reraise=True,
         )
         return retrying(attempt)
 
-    def _with_conflict_retries(self, fn: Callable[[], T]) -> T:
+    def _with_conflict_retries(self, fn: Callable[[], T], op: _Op) -> T:
         """Run `fn` (a read-modify-write) again on 409, at most `conflict_retries` times in all."""
         for attempt in range(self.conflict_retries):
             try:
                 return fn()
-            except KubeConflict:
+            except KubeConflict as exc:
                 if attempt == self.conflict_retries - 1:
                     raise
+                _LOG.warning("kube_conflict_retry", verb=op.verb, resource=op.resource, namespace=op.namespace,
+                             name=op.name, attempt=attempt + 1, max_attempts=self.conflict_retries, error=str(exc))
         raise AssertionError("unreachable")
 
     def _list(self, resource: str, namespace: str | None, namespaced_fn: Callable[..., Any],
@@ -380,7 +392,7 @@ class KubeClient:
                        _content_type="application/merge-patch+json", field_manager=COMPONENT)
             return True
 
-        return self._with_conflict_retries(attempt)
+        return self._with_conflict_retries(attempt, op)
 
     # ---- events
 
@@ -449,7 +461,7 @@ class KubeClient:
                        field_manager=COMPONENT)
             return True
 
-        return self._with_conflict_retries(attempt)
+        return self._with_conflict_retries(attempt, _Op("update", "configmaps", namespace, configmap_name))
 
     # ---- leases (leader election)
 

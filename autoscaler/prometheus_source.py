@@ -64,6 +64,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import requests.auth
+import structlog
 import tenacity
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
@@ -97,6 +98,7 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger(__name__)
+_SLOG = structlog.get_logger("autoscaler.prometheus")  # one JSON line per retry, like the loop's
 
 WAITING_METRIC: Final = "vllm:num_requests_waiting"
 COMPLETED_METRIC: Final = "vllm:request_success_total"  # counter, label finished_reason
@@ -772,10 +774,10 @@ class PrometheusSource:
     def _log_retry(self, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         wait = state.next_action.sleep if state.next_action is not None else 0.0
-        _LOG.warning(
-            "Prometheus query failed (attempt %d/%d), retrying in %.1fs: %s",
-            state.attempt_number,
-            self._retry_attempts,
-            wait,
-            exc,
+        _SLOG.warning(
+            "prometheus_retry",
+            attempt=state.attempt_number,
+            max_attempts=self._retry_attempts,
+            wait_seconds=round(float(wait), 3),
+            error=str(exc),  # already scrubbed of the bearer token (`_send`)
         )

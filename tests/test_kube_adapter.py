@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from autoscaler.cluster import (
     ClusterSnapshot,
@@ -321,8 +322,12 @@ def test_set_replicas_after_a_concurrent_change_to_the_target(kube_server: KubeA
     # The other writer sets the value we want: the re-read sees it and nothing more is written.
     kube_server.inject_fault("PATCH", r"/scale$", status=None,
                              before=lambda: kube_server.update("Deployment", "llm", "vllm", {"spec": {"replicas": 3}}))
-    assert kube_client.set_replicas("llm", "vllm", 3) is False
+    with structlog.testing.capture_logs() as logs:
+        assert kube_client.set_replicas("llm", "vllm", 3) is False
     assert [r.status for r in kube_server.requests_matching("PATCH")] == [409]
+    conflicts = [e for e in logs if e["event"] == "kube_conflict_retry"]  # the re-read is logged
+    assert [(e["verb"], e["resource"], e["name"], e["attempt"], e["max_attempts"]) for e in conflicts] == [
+        ("patch", "deployments/scale", "vllm", 1, 3)]
 
 
 def test_throttling_honours_retry_after(kube_server: KubeApiServer, kube_client: KubeClient,
@@ -330,8 +335,14 @@ def test_throttling_honours_retry_after(kube_server: KubeApiServer, kube_client:
     kube_server.put(deployment("vllm", "llm", replicas=2))
     kube_server.inject_fault("PATCH", r"/scale$", status=429, times=1, headers={"Retry-After": "1"})
     kube_server.inject_fault("GET", r"/scale$", status=429, times=1, headers={"Retry-After": "120"})
-    assert kube_client.set_replicas("llm", "vllm", 3) is True
+    with structlog.testing.capture_logs() as logs:
+        assert kube_client.set_replicas("llm", "vllm", 3) is True
     assert kube_sleeps == [10.0, 1.0]  # 120 s capped at max_retry_after_seconds; then as asked
+    # each retry is one JSON event naming the call, even though the patch then succeeded
+    retries = [(e["verb"], e["resource"], e["namespace"], e["name"], e["attempt"], e["wait_seconds"])
+               for e in logs if e["event"] == "kube_retry"]
+    assert retries == [("get", "deployments/scale", "llm", "vllm", 1, 10.0),
+                       ("patch", "deployments/scale", "llm", "vllm", 1, 1.0)]
 
 
 def test_server_errors_are_retried_with_backoff(kube_server: KubeApiServer, kube_client: KubeClient,

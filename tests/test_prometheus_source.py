@@ -20,6 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
+import structlog
+import structlog.testing
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -436,8 +438,14 @@ def test_503_is_retried_then_raised(fake: FakePrometheus) -> None:
 def test_500_then_success_is_retried(fake: FakePrometheus) -> None:
     fake.script = [(500, b"internal error"), OK]
     source, sleeps = source_for(fake)
-    assert source.query("up") == [({"a": "b"}, 1.0, 1700000000.0)]
+    with structlog.testing.capture_logs() as logs:
+        assert source.query("up") == [({"a": "b"}, 1.0, 1700000000.0)]
     assert len(fake.queries) == 2 and sleeps == [0.5]
+    # a retry that then succeeds still leaves its trace: one JSON event per retry
+    retries = [e for e in logs if e["event"] == "prometheus_retry"]
+    assert len(retries) == 1 and retries[0]["log_level"] == "warning"
+    assert (retries[0]["attempt"], retries[0]["max_attempts"], retries[0]["wait_seconds"]) == (1, 3, 0.5)
+    assert "500" in retries[0]["error"]
 
 
 def test_backoff_is_capped(fake: FakePrometheus) -> None:
