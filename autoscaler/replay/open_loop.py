@@ -21,21 +21,27 @@ from autoscaler.replay.hpa import HpaParams, HpaState, hpa_decide, parse_baselin
 
 
 _STARTUPS: dict[tuple[float, float | None, float | None], PodStartup] = {}  # immutable values, shared
+_new_object = object.__new__
+
+
+def _startup(created: float, scheduled: float | None, ready_at: float | None) -> PodStartup:
+    if len(_STARTUPS) > 100_000:
+        _STARTUPS.clear()
+    startup = _STARTUPS[created, scheduled, ready_at] = PodStartup(created, scheduled, ready_at)
+    return startup
 
 
 def observation_of(step: Step, free_gpus: int | None = None) -> Observation:
-    """The `Observation` of one recorded step (what `observe.build_observation` builds live)."""
+    """The `Observation` of one recorded step (what `observe.build_observation` builds live).
+    `replay` builds the same, inlined."""
     ready: list[ReadyPod] = []
     flight: list[PodInFlight] = []
     for p in step.pods:
         startup: PodStartup | None = None
         if p.created is not None:
-            key = (p.created, p.scheduled, p.ready_at)
-            startup = _STARTUPS.get(key)
+            startup = _STARTUPS.get((p.created, p.scheduled, p.ready_at))
             if startup is None:
-                if len(_STARTUPS) > 100_000:
-                    _STARTUPS.clear()
-                startup = _STARTUPS[key] = PodStartup(p.created, p.scheduled, p.ready_at)
+                startup = _startup(p.created, p.scheduled, p.ready_at)
         if p.ready:
             ready.append(ReadyPod(p.name, p.waiting, p.running, p.kv, startup, p.completed))
         elif p.stage is not None and startup is not None:
@@ -66,6 +72,23 @@ class Tick:
         return self.recorded_next is not None and self.desired != self.recorded_next
 
 
+def _make_tick(t: float, current: int, recorded_next: int | None, desired: int, reason: str, clamp: str | None,
+               ready: int, waiting_total: float) -> Tick:
+    """`Tick(...)` without the frozen dataclass's `__init__` (which sets each field through
+    `object.__setattr__`): the same instance, ~0.7 us cheaper, once per tick."""
+    tick: Tick = _new_object(Tick)
+    d = tick.__dict__
+    d["t"] = t
+    d["current"] = current
+    d["recorded_next"] = recorded_next
+    d["desired"] = desired
+    d["reason"] = reason
+    d["clamp"] = clamp
+    d["ready"] = ready
+    d["waiting_total"] = waiting_total
+    return tick
+
+
 class Policy(Protocol):
     name: str
     gpus_per_replica: int
@@ -85,7 +108,9 @@ class CorePolicy:
 
     def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]:
         decision, self.state = decide(self.params, observation, self.state, now)
-        return decision.desired_replicas, decision.reason.value, decision.clamp.value if decision.clamp else None
+        clamp = decision.clamp
+        # `_value_` is the member's value, as `.value` (a descriptor call) returns it
+        return decision.desired_replicas, decision.reason._value_, clamp._value_ if clamp else None
 
 
 class HpaPolicy:
@@ -189,17 +214,40 @@ def replay(
 def _replay(
     recording: Recording, policy: Policy, free_gpus: int | None, progress: Callable[[int], None] | None
 ) -> Replay:
+    # `observation_of` and the tick's figures, inlined: 172,800 ticks a month, each building
+    # one Observation, one ReadyPod per ready pod and one Tick.
     out = Replay(policy=policy.name)
+    ticks = out.ticks
+    append_tick = ticks.append
     steps: Sequence[Step] = recording.steps
-    n = len(steps)
-    for i, step in enumerate(steps):
-        obs = observation_of(step, free_gpus)
-        desired, reason, clamp = policy(obs, step.t)
-        nxt = steps[i + 1].spec if i + 1 < n else None
-        waiting = sum(p.waiting.value for p in step.pods if p.ready and p.waiting is not None)
-        out.ticks.append(Tick(step.t, obs.spec_replicas, nxt, desired, reason, clamp, len(obs.ready_pods), waiting))
+    ran_next: list[int | None] = [s.spec for s in steps[1:]]
+    ran_next.append(None)
+    startups = _STARTUPS
+    make_tick = _make_tick
+    for i, (step, nxt) in enumerate(zip(steps, ran_next)):
+        ready: list[ReadyPod] = []
+        flight: list[PodInFlight] = []
+        waiting: list[float] = []
+        for name, pod_ready, stage, w, r, kv, _, c, created, scheduled, ready_at in step.pods:
+            startup: PodStartup | None = None
+            if created is not None:
+                startup = startups.get((created, scheduled, ready_at))
+                if startup is None:
+                    startup = _startup(created, scheduled, ready_at)
+            if pod_ready:
+                ready.append(ReadyPod(name, w, r, kv, startup, c))
+                if w is not None:
+                    waiting.append(w.value)
+            elif stage is not None and startup is not None:
+                flight.append(PodInFlight(name, stage, startup))
+        spec = step.spec if step.spec is not None else len(ready)
+        t = step.t
+        obs = Observation(spec_replicas=spec, ready_pods=tuple(ready), pods_in_flight=tuple(flight),
+                          free_gpus=free_gpus, rollout_in_progress=step.rollout)
+        desired, reason, clamp = policy(obs, t)
+        append_tick(make_tick(t, spec, nxt, desired, reason, clamp, len(ready), sum(waiting)))
         if progress is not None and i % 1000 == 999:
             progress(1000)
     if progress is not None:
-        progress(n % 1000)
+        progress(len(steps) % 1000)
     return out
