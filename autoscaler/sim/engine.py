@@ -22,6 +22,12 @@ What one replica does, per tick of `dt` seconds (vLLM V1 scheduler, FCFS policy)
   blocks are freed, they go back to the *front* of the waiting queue and must prefill their
   prompt plus the tokens already generated again.
 
+* **Backlog**: a replica's waiting queue keeps at most `2 * max_num_seqs` fresh requests in the
+  arrays admission scans (plus any preempted ones); the rest wait, in order, in a per-replica
+  overflow FIFO and move up as the head drains. Admission never looks past `max_num_seqs`
+  requests, so decisions are the same as with one long queue, but a policy that lets the backlog
+  grow to millions (hpa-cpu, an under-scaled fleet) no longer makes every tick O(backlog).
+
 It exports what vLLM exports: per replica `num_requests_waiting`, `num_requests_running`,
 `kv_cache_usage_perc` (used blocks / total) and the `request_success_total` counter; and per
 finished request its queue wait (arrival -> first scheduled), TTFT and TPOT
@@ -30,6 +36,7 @@ finished request its queue wait (arrival -> first scheduled), TTFT and TPOT
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,10 +96,18 @@ class Engine:
         self.r_gen, self.r_arr, self.r_first, self.r_dstart, self.r_wait = e_f, e_f, e_f, e_f, e_f
         self.w_key, self.w_slot, self.w_in, self.w_out = e_i, e_i, e_i, e_i
         self.w_gen, self.w_arr, self.w_first, self.w_wait = e_f, e_f, e_f, e_f
+        # backlog beyond the head: per slot, chunks of (n_in, n_out, arrival) in FIFO order
+        self.head_cap = 2 * profile.max_num_seqs
+        self._ovf: dict[int, deque[tuple[I, I, F]]] = {}
+        self.ovf_n = np.zeros(max_slots, dtype=np.int64)
+        self._ovf_total = 0
 
     # ------------------------------------------------------------------ gauges
     def waiting(self) -> I:
-        return np.bincount(self.w_slot, minlength=self.n)
+        w: I = np.bincount(self.w_slot, minlength=self.n)
+        if self._ovf_total:
+            w = w + self.ovf_n
+        return w
 
     def running(self) -> I:
         return np.bincount(self.r_slot, minlength=self.n)
@@ -109,7 +124,7 @@ class Engine:
         return self.waiting() + self.running()
 
     def in_system(self) -> int:
-        return int(self.w_slot.size + self.r_slot.size)
+        return int(self.w_slot.size + self.r_slot.size + self._ovf_total)
 
     def reset_slot(self, slot: int) -> None:
         self._pf_busy[slot] = 0.0
@@ -122,12 +137,74 @@ class Engine:
         """Append new requests to the tail of their replicas' waiting queues."""
         if slot.size == 0:
             return
+        slot = slot.astype(np.int64)
+        if self._ovf_total or self.w_slot.size + slot.size > self.head_cap:
+            to_head = self._head_room(slot)
+            if not to_head.all():
+                self._to_overflow(slot[~to_head], arrival[~to_head], n_in[~to_head], n_out[~to_head])
+                slot, arrival, n_in, n_out = slot[to_head], arrival[to_head], n_in[to_head], n_out[to_head]
+                if slot.size == 0:
+                    return
+        self._enqueue_head(slot, arrival, n_in, n_out)
+
+    def _enqueue_head(self, slot: I, arrival: F, n_in: I, n_out: I) -> None:
         seq = _SEQ_BASE + self._seq + np.arange(slot.size, dtype=np.int64)
         self._seq += int(slot.size)
         key = slot.astype(np.int64) * _SLOT_SHIFT + seq
         nan = np.full(slot.size, np.nan)
         self._insert_waiting(key, slot.astype(np.int64), n_in.astype(np.int64), n_out.astype(np.int64),
                              np.zeros(slot.size), arrival.astype(np.float64), nan, nan)
+
+    def _head_room(self, slot: I) -> npt.NDArray[np.bool_]:
+        """Which of these new requests (in arrival order) join the head arrays: those of a slot
+        with no overflow, while the slot's head holds fewer than `head_cap` requests."""
+        head_n = np.bincount(self.w_slot, minlength=self.n)
+        order = np.argsort(slot, kind="stable")
+        ss = slot[order]
+        rank_sorted = np.arange(ss.size) - np.searchsorted(ss, ss, side="left")
+        rank = np.empty_like(rank_sorted)
+        rank[order] = rank_sorted
+        ok: npt.NDArray[np.bool_] = (self.ovf_n[slot] == 0) & (head_n[slot] + rank < self.head_cap)
+        return ok
+
+    def _to_overflow(self, slot: I, arrival: F, n_in: I, n_out: I) -> None:
+        order = np.argsort(slot, kind="stable")
+        ss = slot[order]
+        bounds = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1], [True])))
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            s = int(ss[a])
+            idx = order[a:b]
+            self._ovf.setdefault(s, deque()).append(
+                (n_in[idx].astype(np.int64), n_out[idx].astype(np.int64), arrival[idx].astype(np.float64)))
+            self.ovf_n[s] += b - a
+        self._ovf_total += int(slot.size)
+
+    def _refill_head(self) -> None:
+        """Move backlog up into the head arrays (as fresh arrivals, behind what is there)."""
+        head_n = np.bincount(self.w_slot, minlength=self.n)
+        parts_slot: list[I] = []
+        parts: list[tuple[I, I, F]] = []
+        for s in np.flatnonzero(self.ovf_n):
+            need = min(int(self.head_cap - head_n[s]), int(self.ovf_n[s]))
+            if need <= 0:
+                continue
+            q = self._ovf[int(s)]
+            got = 0
+            while got < need:
+                c_in, c_out, c_arr = q[0]
+                take = min(need - got, c_in.size)
+                parts.append((c_in[:take], c_out[:take], c_arr[:take]))
+                parts_slot.append(np.full(take, s, dtype=np.int64))
+                if take == c_in.size:
+                    q.popleft()
+                else:
+                    q[0] = (c_in[take:], c_out[take:], c_arr[take:])
+                got += take
+            self.ovf_n[s] -= need
+            self._ovf_total -= need
+        if parts:
+            self._enqueue_head(np.concatenate(parts_slot), np.concatenate([p[2] for p in parts]),
+                               np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
     def _insert_waiting(self, key: I, slot: I, n_in: I, n_out: I, gen: F, arr: F, first: F, wait: F) -> None:
         # one merge for all fields (same result as np.insert per field at searchsorted positions)
@@ -153,6 +230,8 @@ class Engine:
         """Advance every replica from t to t + dt."""
         p = self.p
         t_end = t + dt
+        if self._ovf_total:
+            self._refill_head()
         if self.w_slot.size:
             self._admit(t)
         if self.r_slot.size == 0:
@@ -290,8 +369,11 @@ class Engine:
         """Drop everything on a replica (its drain grace ran out): the requests fail."""
         wm = self.w_slot == slot
         rm = self.r_slot == slot
-        arr = np.concatenate((self.w_arr[wm], self.r_arr[rm]))
-        outs = np.concatenate((self.w_out[wm], self.r_out[rm]))
+        q = self._ovf.pop(slot, None) or ()  # the backlog behind the head, in queue order
+        arr = np.concatenate([self.w_arr[wm]] + [c[2] for c in q] + [self.r_arr[rm]])
+        outs = np.concatenate([self.w_out[wm]] + [c[1] for c in q] + [self.r_out[rm]])
+        self._ovf_total -= int(self.ovf_n[slot])
+        self.ovf_n[slot] = 0
         if wm.any():
             for name in self._WAIT:
                 setattr(self, name, getattr(self, name)[~wm])
@@ -301,4 +383,4 @@ class Engine:
         return Finished(arrival=arr, ttft=inf, tpot=inf, wait=inf, out_tokens=outs, end=np.full(arr.size, now))
 
     def slot_empty(self, slot: int) -> bool:
-        return not (bool((self.w_slot == slot).any()) or bool((self.r_slot == slot).any()))
+        return not (bool(self.ovf_n[slot]) or bool((self.w_slot == slot).any()) or bool((self.r_slot == slot).any()))

@@ -6,8 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from autoscaler.sim.engine import Engine
+from autoscaler.sim.engine import Engine, Finished
 from autoscaler.sim.profile import load_profile
 
 I64 = np.int64
@@ -88,3 +90,55 @@ def test_kill_slot_fails_everything_on_it() -> None:
     fin = e.kill_slot(1, 0.01)
     assert fin.arrival.size == 3 and np.isinf(fin.ttft).all()
     assert e.slot_empty(1) and not e.slot_empty(0)
+
+
+def _twin_engines(max_num_seqs: int, slots: int, kv_tokens: int) -> tuple[Engine, Engine]:
+    prof = _profile(max_num_seqs=max_num_seqs, kv_cache_tokens=kv_tokens)
+    capped = Engine(prof, slots)
+    unbounded = Engine(prof, slots)
+    unbounded.head_cap = 10**9  # one long queue per replica: the behaviour before the overflow FIFO
+    return capped, unbounded
+
+
+def _same(a: Finished, b: Finished) -> None:
+    for f in ("arrival", "ttft", "tpot", "wait", "out_tokens", "end"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 3), st.integers(2, 4), st.integers(0, 2**31 - 1), st.booleans())
+def test_backlog_overflow_changes_nothing_but_the_cost(max_num_seqs: int, slots: int, seed: int,
+                                                       small_kv: bool) -> None:
+    # bursts of up to 40 requests per tick on replicas that take 1-3 at a time: the backlog
+    # outgrows the head (2 * max_num_seqs) at once; small_kv also forces preemptions (requeued at
+    # the front of the head). Every tick, gauges and finished requests must match exactly.
+    rng = np.random.default_rng(seed)
+    capped, unbounded = _twin_engines(max_num_seqs, slots, 320 if small_kv else 100_000)
+    t, dt = 0.0, 0.05
+    for tick in range(120):
+        if tick < 60:
+            k = int(rng.integers(0, 40))
+            args = (rng.integers(0, slots, k).astype(I64), np.sort(t + rng.random(k) * dt),
+                    rng.integers(1, 120, k).astype(I64), rng.integers(1, 60, k).astype(I64))
+            capped.enqueue(*args)
+            unbounded.enqueue(*args)
+        if tick == 90:  # a drained pod's deadline: everything left on slot 0 fails
+            _same(capped.kill_slot(0, t), unbounded.kill_slot(0, t))
+        _same(capped.step(t, dt), unbounded.step(t, dt))
+        np.testing.assert_array_equal(capped.waiting(), unbounded.waiting())
+        np.testing.assert_array_equal(capped.running(), unbounded.running())
+        assert capped.in_system() == unbounded.in_system()
+        assert [capped.slot_empty(s) for s in range(slots)] == [unbounded.slot_empty(s) for s in range(slots)]
+        t += dt
+    assert unbounded._ovf_total == 0  # the reference never used the overflow
+
+
+def test_backlog_beyond_the_head_waits_in_the_overflow_fifo() -> None:
+    # max_num_seqs 2 -> head of 4; 10 requests: 4 in the head arrays, 6 in the overflow,
+    # and the gauge counts all 10 as waiting
+    e = Engine(_profile(max_num_seqs=2), 1)
+    _enqueue(e, 10, 10, 1000)
+    assert e.w_slot.size == 4 and int(e.ovf_n[0]) == 6
+    assert e.waiting()[0] == 10 and e.in_system() == 10
+    e.step(0.0, 0.01)  # 2 admitted, the head is refilled before admission: 4 + 4 left = 8
+    assert e.running()[0] == 2 and e.waiting()[0] == 8 and e.w_slot.size + int(e.ovf_n[0]) == 8
