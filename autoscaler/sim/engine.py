@@ -98,7 +98,7 @@ class Engine:
         self.w_gen, self.w_arr, self.w_first, self.w_wait = e_f, e_f, e_f, e_f
         # backlog beyond the head: per slot, chunks of (n_in, n_out, arrival) in FIFO order
         self.head_cap = 2 * profile.max_num_seqs
-        self._ovf: dict[int, deque[tuple[I, I, F]]] = {}
+        self._ovf: dict[int, deque[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], F]]] = {}
         self.ovf_n = np.zeros(max_slots, dtype=np.int64)
         self._ovf_total = 0
 
@@ -174,8 +174,8 @@ class Engine:
         for a, b in zip(bounds[:-1], bounds[1:]):
             s = int(ss[a])
             idx = order[a:b]
-            self._ovf.setdefault(s, deque()).append(
-                (n_in[idx].astype(np.int64), n_out[idx].astype(np.int64), arrival[idx].astype(np.float64)))
+            self._ovf.setdefault(s, deque()).append(  # int32 lengths: a backlog can hold 10^8 requests
+                (n_in[idx].astype(np.int32), n_out[idx].astype(np.int32), arrival[idx].astype(np.float64)))
             self.ovf_n[s] += b - a
         self._ovf_total += int(slot.size)
 
@@ -183,7 +183,7 @@ class Engine:
         """Move backlog up into the head arrays (as fresh arrivals, behind what is there)."""
         head_n = np.bincount(self.w_slot, minlength=self.n)
         parts_slot: list[I] = []
-        parts: list[tuple[I, I, F]] = []
+        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], F]] = []
         for s in np.flatnonzero(self.ovf_n):
             need = min(int(self.head_cap - head_n[s]), int(self.ovf_n[s]))
             if need <= 0:
