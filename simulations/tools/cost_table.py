@@ -17,6 +17,8 @@ def rows(path: Path, target: float) -> tuple[dict[str, Any], list[dict[str, Any]
     out = []
     oracle = None
     for name, runs in d.get("sweeps", {}).items():
+        if not runs and name in d.get("policies", {}):  # a policy without a knob (hpa-cpu): its one run
+            runs = [d["policies"][name]]
         ok = [r for r in runs if r["slo_attainment"] >= target]
         best = min(ok, key=lambda r: r["gpu_hours"]) if ok else None
         top = max(runs, key=lambda r: r["slo_attainment"]) if runs else None
