@@ -39,7 +39,8 @@ def merge(docs: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], str]:
             results[pol] = RunResult(**summary)
             sweeps[pol] = [RunResult(**s) for s in doc.get("sweeps", {}).get(pol, [])]
     meta = dict(meta0)
-    meta["merged_from"] = [name for name, _ in docs]
+    # a part that is itself a merge (a policy added to published results) lists its own parts
+    meta["merged_from"] = [n for name, doc in docs for n in doc["meta"].get("merged_from", [name])]
     desc = (f"{meta0['trace']} | {meta0['profile']} | capacity {meta0['capacity_rps_per_replica']:.1f} req/s/replica | "
             f"peak needs {meta0['peak_need']} replicas")
     return to_json(results, sweeps, meta), f"{desc}\n\n" + markdown(results, sweeps)

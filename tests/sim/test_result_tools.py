@@ -67,6 +67,8 @@ def test_merge_joins_parts_and_refuses_other_scenarios_or_a_policy_twice() -> No
     assert set(merged["policies"]) == {"queue-lead", "oracle", "kpa"}
     assert merged["cost_at_99"]["queue-lead"] == 12.0 and merged["cost_at_99"]["kpa"] is None
     assert merged["meta"]["merged_from"] == ["a", "b"] and "| kpa |" in md
+    again, _ = merge([("ab", merged), ("c", _doc({"wva": [_run("wva", 0.8, 0.3, 5.0)]}))])
+    assert again["meta"]["merged_from"] == ["a", "b", "c"] and set(again["policies"]) >= {"kpa", "wva"}
     with pytest.raises(ValueError, match="policy kpa is already in an earlier part"):
         merge([("a", a), ("b", b), ("c", b)])
     with pytest.raises(ValueError, match="meta.rate_scale"):
