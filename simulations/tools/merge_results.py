@@ -5,8 +5,11 @@ re-run alone) into one results JSON and its Markdown table:
     python simulations/tools/merge_results.py /tmp/mmid-A.json /tmp/mmid-B.json \
         --json simulations/results/servegen-m-mid-2d.json --markdown simulations/results/servegen-m-mid-2d.md
 
+A policy may appear in several parts (more grid points run later): its default-knob runs must
+agree, its sweep runs are united by knob, and a knob run in two parts must have the same results.
+
 Fails (exit 2, one line) when the parts are not the same scenario at the same scale and
-profile, or when a policy appears in two parts.
+profile, or when two parts disagree about the same run.
 """
 
 from __future__ import annotations
@@ -34,16 +37,31 @@ def merge(docs: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], str]:
             if meta.get(key) != meta0.get(key):
                 raise ValueError(f"{name}: meta.{key} = {meta.get(key)!r}, the first part has {meta0.get(key)!r}")
         for pol, summary in doc["policies"].items():
-            if pol in results:
-                raise ValueError(f"{name}: policy {pol} is already in an earlier part")
-            results[pol] = RunResult(**summary)
-            sweeps[pol] = [RunResult(**s) for s in doc.get("sweeps", {}).get(pol, [])]
+            runs = [RunResult(**s) for s in doc.get("sweeps", {}).get(pol, [])]
+            if pol not in results:
+                results[pol], sweeps[pol] = RunResult(**summary), runs
+                continue
+            _same_run(name, pol, results[pol], RunResult(**summary))
+            have = {r.knob: r for r in sweeps[pol]}
+            for r in runs:
+                if r.knob in have:
+                    _same_run(name, pol, have[r.knob], r)
+                else:
+                    sweeps[pol].append(r)
     meta = dict(meta0)
     # a part that is itself a merge (a policy added to published results) lists its own parts
     meta["merged_from"] = [n for name, doc in docs for n in doc["meta"].get("merged_from", [name])]
     desc = (f"{meta0['trace']} | {meta0['profile']} | capacity {meta0['capacity_rps_per_replica']:.1f} req/s/replica | "
             f"peak needs {meta0['peak_need']} replicas")
     return to_json(results, sweeps, meta), f"{desc}\n\n" + markdown(results, sweeps)
+
+
+def _same_run(part: str, policy: str, a: RunResult, b: RunResult) -> None:
+    """The same policy at the same knob must have given the same results (wall time aside)."""
+    da, db = a.summary(), b.summary()
+    diff = [k for k in da if k not in ("wall_s", "series") and da[k] != db.get(k)]
+    if diff:
+        raise ValueError(f"{part}: policy {policy} at knob {b.knob:g} differs from an earlier part in {', '.join(diff)}")
 
 
 def main() -> int:

@@ -69,7 +69,14 @@ def test_merge_joins_parts_and_refuses_other_scenarios_or_a_policy_twice() -> No
     assert merged["meta"]["merged_from"] == ["a", "b"] and "| kpa |" in md
     again, _ = merge([("ab", merged), ("c", _doc({"wva": [_run("wva", 0.8, 0.3, 5.0)]}))])
     assert again["meta"]["merged_from"] == ["a", "b", "c"] and set(again["policies"]) >= {"kpa", "wva"}
-    with pytest.raises(ValueError, match="policy kpa is already in an earlier part"):
-        merge([("a", a), ("b", b), ("c", b)])
+    # more grid points for a policy already merged: united by knob, cost at 99 % recomputed
+    more = _doc({"queue-lead": [_run("queue-lead", 96, 0.995, 12.0), _run("queue-lead", 112, 0.991, 11.5)]})
+    grown, _ = merge([("a", a), ("b", b), ("d", more)])
+    assert sorted(r["knob"] for r in grown["sweeps"]["queue-lead"]) == [96, 112]
+    assert grown["cost_at_99"]["queue-lead"] == 11.5 and grown["knob_at_99"]["queue-lead"] == 112
+    # ...but the same run must not disagree between parts
+    clash = _doc({"kpa": [_run("kpa", 100, 0.6, 20.0)]})
+    with pytest.raises(ValueError, match="policy kpa at knob 100 differs from an earlier part in slo_attainment"):
+        merge([("a", a), ("b", b), ("c", clash)])
     with pytest.raises(ValueError, match="meta.rate_scale"):
         merge([("a", a), ("b", _doc({"kpa": []}, {**META, "rate_scale": 2.0}))])
