@@ -149,7 +149,9 @@ def decide(
     # restart) the current replicas count as a recommendation made now, so a fresh controller
     # never scales down before a full window of its own readings.
     history = state.recommendations or ((now, current),)
-    stab = stabilize(history, recommendation, current, now, policy)
+    # the window covers the lead time with a new node: what is given back may need one to return
+    stab = stabilize(history, recommendation, current, now, policy,
+                     policy.scale_down_window_lead_times * lead.total(True))
     limited = apply_limits(
         stab.replicas, current, state.scale_up_events, state.scale_down_events, now, policy
     )

@@ -79,7 +79,11 @@ class PolicyParams(BaseModel):
         0.0, ge=0.0, le=3600.0, description="Scale up to the lowest recommendation in this window; 0 = at once."
     )
     scale_down_window_seconds: float = Field(
-        600.0, ge=0.0, le=86_400.0, description="Scale down to the highest recommendation in this window."
+        300.0, ge=0.0, le=86_400.0, description="Scale down to the highest recommendation in this window..."
+    )
+    scale_down_window_lead_times: float = Field(
+        1.0, ge=0.0, le=10.0,
+        description="...or in this many lead times with a new node, if longer; 0 = the window alone.",
     )
     scale_down_max_pods: int = Field(1, ge=1, le=10_000, description="At most this many pods removed per period.")
     scale_down_period_seconds: float = Field(

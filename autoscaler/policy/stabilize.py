@@ -6,6 +6,12 @@ scale-down goes only as low as the *highest* recommendation within
 `scale_down_window_seconds`, a scale-up only as high as the *lowest* one within
 `scale_up_window_seconds` (0 by default: at once). A recommendation is inside a window when
 `now - t < window`, as HPA's `timestamp.After(cutoff)`: one exactly `window` old is out.
+
+Unlike HPA, the scale-down window is by default never shorter than the Deployment's lead time
+with a new node (`min_down_window_seconds` = `scale_down_window_lead_times` x that lead time,
+from the lead-time step): a replica given back may need a new node and a model load to come
+back, so the capacity that the last lead time's demand needed is kept (HPA's 300 s is the
+floor; Qwen3-8B on H100 with a new node: 390 s; a 70B model that loads in 15 min: 20 min).
 """
 
 from __future__ import annotations
@@ -29,18 +35,22 @@ def stabilize(
     current: int,
     now: float,
     params: PolicyParams,
+    min_down_window_seconds: float = 0.0,
 ) -> Stabilized:
     """Apply both windows to this tick's recommendation.
 
     Worked example: window 600 s, current 6, recommendations 6 at t = 400 and 4 at t = 700,
     now = 1000 and the recommendation now is 3. The 6 is exactly 600 s old: outside. The
     highest inside is 4, so scale down to 4, not 3. At now = 999 the 6 (599 s old) is inside
-    and the replicas stay 6.
+    and the replicas stay 6. With a window of 300 s and a lead time of 390 s the window is
+    390 s: at now = 1000 the 4 (300 s old) is inside, so 4 rather than 3.
     """
     up = recommendation
     down = recommendation
     up_window = params.scale_up_window_seconds
     down_window = params.scale_down_window_seconds
+    if down_window < min_down_window_seconds:
+        down_window = min_down_window_seconds
     keep_for = max(down_window, up_window)
     kept = []
     for entry in history:

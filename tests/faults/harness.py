@@ -110,7 +110,7 @@ def write_config(path: Path, prometheus_url: str, *, controller: dict[str, Any] 
         },
         # no scale-down window: idle pods scale down at the next healthy tick, so a hold during
         # a fault is the fault's doing, and the first tick after it shows the recovery
-        "defaults": {"scale_down_window_seconds": 0, "min_replicas": MIN, "max_replicas": MAX},
+        "defaults": {"scale_down_window_seconds": 0, "scale_down_window_lead_times": 0, "min_replicas": MIN, "max_replicas": MAX},
         "targets": [{"namespace": NS, "deployment": NAME, **target}],
     }
     path.write_text(yaml.safe_dump(doc))

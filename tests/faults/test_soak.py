@@ -54,7 +54,7 @@ DEFAULTS = PolicyParams(min_replicas=2, max_replicas=16, model_load_seconds_defa
 # a scale-down window as short as the step period: the controller scales down at many more
 # ticks, so the faults stand between it and a scale-down more often (a window shorter than the
 # period breaks the step limit: see the xfail at the end)
-SHORT_WINDOW = DEFAULTS.model_copy(update={"scale_down_window_seconds": 120})
+SHORT_WINDOW = DEFAULTS.model_copy(update={"scale_down_window_seconds": 120, "scale_down_window_lead_times": 0})
 FAULTS = ("prometheus_down", "pods_absent", "stale", "nan", "inf", "flap", "rollout", "cluster_unreadable",
           "patch_failed")
 
@@ -212,7 +212,8 @@ def test_one_scale_down_never_removes_more_than_the_step() -> None:
     HPA does. policy/limits.py now counts the pods removed inside the period."""
     from tests.policy.builders import obs, pods
 
-    p = PolicyParams(min_replicas=1, max_replicas=16, scale_down_window_seconds=0)
+    p = PolicyParams(min_replicas=1, max_replicas=16, scale_down_window_seconds=0,
+                     scale_down_window_lead_times=0)
     now = 1_000_000.0
     up, state = decide(p, obs(5, pods(5, 20, 32, 1.0, now)), PolicyState(), now)
     assert (up.current_replicas, up.desired_replicas) == (5, 8)

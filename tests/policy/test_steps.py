@@ -411,17 +411,24 @@ def test_cap_for_in_flight(rec: int, demand_now: int, in_flight: int, expected: 
 
 
 # --- step 6: stabilisation ------------------------------------------------------------------------
+P600 = PolicyParams(scale_down_window_seconds=600)
+
+
 @pytest.mark.parametrize(
-    ("now", "expected"),
+    ("params", "lead_s", "now", "expected"),
     [
-        (1000.0, 4),  # docstring: the 6 at t=400 is exactly 600 s old: out; highest inside is 4
-        (999.0, 6),  # docstring: 599 s old: inside, stay at 6
-        (1301.0, 3),  # both out of the window (the 4 is 601 s old): down to 3
+        (P600, 0.0, 1000.0, 4),  # docstring: the 6 at t=400 is exactly 600 s old: out; highest inside is 4
+        (P600, 0.0, 999.0, 6),  # docstring: 599 s old: inside, stay at 6
+        (P600, 0.0, 1301.0, 3),  # both out of the window (the 4 is 601 s old): down to 3
+        (P, 390.0, 1000.0, 4),  # docstring: window 300 but lead 390: the 4 (300 s old) is inside
+        (P, 0.0, 1000.0, 3),  # window 300 alone: the 4 is exactly 300 s old: out, down to 3
+        (P, 390.0, 1090.0, 3),  # 390 s after the 4: out of the lead-time window too
+        (P600, 390.0, 999.0, 6),  # a lead time shorter than the window changes nothing
     ],
 )
-def test_scale_down_window(now: float, expected: int) -> None:
+def test_scale_down_window(params: PolicyParams, lead_s: float, now: float, expected: int) -> None:
     history = ((400.0, 6), (700.0, 4))
-    assert stabilize(history, 3, 6, now, P).replicas == expected
+    assert stabilize(history, 3, 6, now, params, lead_s).replicas == expected
 
 
 def test_scale_up_is_immediate_by_default() -> None:
@@ -436,7 +443,7 @@ def test_scale_up_window_when_configured(now: float, expected: int) -> None:
 
 def test_stabilize_records_and_prunes() -> None:
     # window 600 s: the 5 (1000 s old) and the 4 at 500 (exactly 600 s old) drop out
-    got = stabilize(((100.0, 5), (500.0, 4), (501.0, 4)), 3, 4, 1100.0, P)
+    got = stabilize(((100.0, 5), (500.0, 4), (501.0, 4)), 3, 4, 1100.0, P600)
     assert got.recommendations == ((501.0, 4), (1100.0, 3))
 
 

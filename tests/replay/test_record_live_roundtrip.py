@@ -67,7 +67,7 @@ def _config(path: Path, url: str) -> Path:
     doc: dict[str, Any] = {
         "controller": {"tick_seconds": 15, "namespace": "autoscaler",
                        "prometheus": {"url": url, "timeout_seconds": 5, "rate_window_seconds": 4}},
-        "defaults": {"scale_down_window_seconds": 6, "scale_down_period_seconds": 3},
+        "defaults": {"scale_down_window_seconds": 6, "scale_down_window_lead_times": 0, "scale_down_period_seconds": 3},
         "targets": [{"namespace": NS, "deployment": NAME, "max_replicas": 8}],
     }
     path.write_text(yaml.safe_dump(doc))
