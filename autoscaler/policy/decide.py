@@ -150,8 +150,8 @@ def decide(
     # never scales down before a full window of its own readings.
     history = state.recommendations or ((now, current),)
     # the window covers the lead time with a new node: what is given back may need one to return
-    stab = stabilize(history, recommendation, current, now, policy,
-                     policy.scale_down_window_lead_times * lead.total(True))
+    down_window_floor = policy.scale_down_window_lead_times * lead.total(True)
+    stab = stabilize(history, recommendation, current, now, policy, down_window_floor)
     limited = apply_limits(
         stab.replicas, current, state.scale_up_events, state.scale_down_events, now, policy
     )
@@ -196,6 +196,7 @@ def decide(
         planned_replicas=planned,
         recommendation=recommendation,
         stabilized=stab.replicas,
+        scale_down_window_seconds=max(policy.scale_down_window_seconds, down_window_floor),
     )
     decision = Decision(desired_replicas=desired, current_replicas=current, reason=reason, clamp=clamp, values=values)
     new_state = PolicyState(

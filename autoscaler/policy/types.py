@@ -223,6 +223,7 @@ class DecisionValues:
     planned_replicas: int | None = None
     recommendation: int = 0  # before stabilisation and limits
     stabilized: int = 0  # after the windows, before rate limits and bounds
+    scale_down_window_seconds: float = 0.0  # the window in force: the configured one or the lead time
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -39,6 +39,11 @@ def test_docstring_example_queue_burst() -> None:
     assert d.values.queue_replicas == pytest.approx((3.2 + 26 / 30) / 1.6 + 0.125)
     assert d.values.queue_model == "rate"
     assert d.values.lead_time_seconds == 600.0
+    # the scale-down window in force: 300 s configured, stretched to the 600 s lead time with a node
+    assert d.values.scale_down_window_seconds == 600.0
+    off = run(obs(2, pods(2, 15, 8, 0.95, NOW, done=1.6), free_gpus=0), state,
+              P.model_copy(update={"scale_down_window_lead_times": 0.0}))
+    assert off.values.scale_down_window_seconds == 300.0
 
 
 def test_batch_model_without_throughput() -> None:
