@@ -46,6 +46,9 @@ experiments: venv
 			--json simulations/results/$$s.json --markdown simulations/results/$$s.md \
 			--plot simulations/results/$$s.png || exit 1; \
 	done
+	$(PY) simulations/tools/cost_table.py simulations/results/servegen-m-mid-2d.json \
+		simulations/results/servegen-m-small-2d.json simulations/results/azure-conv.json \
+		simulations/results/azure-code.json --out simulations/results/cost_at_99.md
 
 # Speed benchmarks; figures go to benchmarks/results/.
 bench: venv
