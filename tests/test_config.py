@@ -91,6 +91,10 @@ def test_fixture_problems(name: str) -> None:
 
 
 INLINE_CASES: list[tuple[str, str, list[str]]] = [
+    ("lead-time window above its range", "defaults:\n  scale_down_window_lead_times: 11\n" + TARGET,
+     ["defaults.scale_down_window_lead_times = 11, must be <= 10"]),
+    ("lead-time window negative", "defaults:\n  scale_down_window_lead_times: -1\n" + TARGET,
+     ["defaults.scale_down_window_lead_times = -1, must be >= 0"]),
     ("bool is not an integer", "defaults:\n  min_replicas: true\n" + TARGET,
      ["defaults.min_replicas = true, must be an integer >= 1 and <= 10000"]),
     ("float is not an integer", "defaults:\n  scale_down_max_pods: 1.5\n" + TARGET,

@@ -180,21 +180,3 @@ def test_a_last_step_without_its_newline_is_truncation(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(text.encode()))
     with pytest.raises(RecordingError, match=r"truncated at line 3 \(no end marker\)"):
         read_recording(path)
-
-
-def test_fast_constructors_build_what_the_dataclasses_build() -> None:
-    from dataclasses import fields
-
-    from autoscaler.replay.format import RecordedPod, Step, _make_step
-    from autoscaler.replay.open_loop import Tick, _make_tick
-
-    for cls in (Step, Tick):  # what the fast constructors rely on
-        assert "__slots__" not in cls.__dict__ and not hasattr(cls, "__post_init__")
-    pods = (RecordedPod("qwen-1", True),)
-    step_args = (100.0, 2, 1, True, pods, {"requests_per_second": 1.0})
-    assert [f.name for f in fields(Step)] == ["t", "spec", "ready", "rollout", "pods", "demand"]
-    assert _make_step(*step_args) == Step(*step_args) and repr(_make_step(*step_args)) == repr(Step(*step_args))
-    tick_args = (100.0, 2, 3, 3, "scale_up_queue", "scale_up_rate", 2, 4.0)
-    assert [f.name for f in fields(Tick)] == ["t", "current", "recorded_next", "desired", "reason", "clamp", "ready",
-                                              "waiting_total"]
-    assert _make_tick(*tick_args) == Tick(*tick_args) and repr(_make_tick(*tick_args)) == repr(Tick(*tick_args))
