@@ -135,7 +135,9 @@ def prepare(sc: Scenario) -> Prepared:
     # oracle's need at its default utilisation over the first lead time (node provisioning +
     # model load, 390 s for Qwen3-8B/H100), not over the first 3 minutes - a quiet start followed
     # by a ramp inside the lead time otherwise builds a backlog no reactive policy can avoid.
-    # The oracle starts from its own need (build()); static-peak keeps its own size.
+    # The oracle starts from this same fleet at every knob (it is the lower bound of the same
+    # problem, not of an easier one: sized at its own u it was handed up to 37 ready replicas at
+    # t = 0 on azure-code, where every other autoscaler had 9); static-peak keeps its own size.
     prep.cfg = replace(cfg, initial_replicas=prep.initial_need(ORACLE_DEFAULT_U))
     return prep
 
@@ -148,9 +150,6 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
     if name == "static-peak":
         n = getattr(pol, "replicas", cfg.initial_replicas)
         cfg = replace(cfg, initial_replicas=n, min_nodes=n)
-    elif name == "oracle":
-        u = knob if knob is not None else ORACLE_DEFAULT_U
-        cfg = replace(cfg, initial_replicas=prep.initial_need(u))
     return pol, cfg
 
 

@@ -2,8 +2,9 @@
 
 Loop, every `dt` (1 s by default): the cluster advances (nodes, pod lifecycle, drains), the
 tick's arrivals are routed, every replica steps; Prometheus scrapes every 15 s; the policy
-decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with an empty fleet of
-the replicas the oracle needs at its start, and nobody should act on the empty first seconds. After the slice ends, the fleet gets up to 10 minutes without
+decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with a ready fleet
+holding no requests yet, and nobody should act on those empty first seconds' metrics. The oracle
+reads no metrics (it knows the trace), so it plans from t = 0. After the slice ends, the fleet gets up to 10 minutes without
 new arrivals to finish what it holds (not billed, no decisions); what is left then counts as
 failed. GPU time is billed per pod from scheduling to removal, up to the end of the slice.
 """
@@ -65,7 +66,7 @@ class RunConfig:
     min_nodes: int = 0
     slo: Slo = Slo()
     tail_s: float = 600.0
-    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (every policy alike)
+    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (every policy but the oracle)
 
 
 def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: float | None = None,
@@ -75,7 +76,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
     wall0 = _time.perf_counter()
     cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
                  max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s)
-    stats = RequestStats(cfg.slo)
+    stats = RequestStats(cfg.slo, bin_s=SERIES_S)
     dt = cfg.dt
     n_ticks = int(math.ceil(trace.duration / dt))
     n_series = int(math.ceil(trace.duration / SERIES_S))
@@ -125,7 +126,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         if t >= next_scrape:
             cl.scrape(t)
             next_scrape += cfg.scrape_s
-        if t >= next_decide and t >= cfg.warmup_s:
+        if t >= next_decide and (t >= cfg.warmup_s or oracle is not None):
             desired = policy.decide(cl.view(t), t)
             if desired != cl.spec:
                 cl.set_replicas(desired, t)
@@ -164,6 +165,9 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         lead = (p.ready - p.created) if p.ready is not None else None
         if p.ready is None or lead is None or (p.gone - p.ready) < lead:
             short += max(billed, 0.0) * profile.gpus_per_replica
+    missed = np.zeros(n_series)  # SLO misses per minute of arrival (see RequestStats)
+    m = stats.missed_by_arrival[:n_series]
+    missed[: m.size] = m
     actions = len(cl.scale_events)
     flips = 0
     for (t0, a0, b0), (t1, a1, b1) in zip(cl.scale_events[:-1], cl.scale_events[1:]):
@@ -188,5 +192,6 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         preemptions=cl.engine.preemptions,
         wall_s=_time.perf_counter() - wall0,
         series={"t_s": [i * SERIES_S for i in range(n_series)], "arrivals_per_s": list(s_arr / SERIES_S),
-                "waiting": list(s_wait), "running": list(s_run), "ready": list(s_ready), "spec": list(s_spec)},
+                "waiting": list(s_wait), "running": list(s_run), "ready": list(s_ready), "spec": list(s_spec),
+                "slo_missed": [float(x) for x in missed]},
     )

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 
-from autoscaler.sim.oracle import BIN_S, need_replicas, schedule, schedule_cost
+from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, schedule, schedule_cost
+from autoscaler.sim.profile import load_profile
+from autoscaler.sim.runner import RunConfig, run
+from autoscaler.sim.traces import open_trace
 
 
 def _level_cost_brute(on: np.ndarray, load_s: float) -> float:
@@ -44,3 +48,24 @@ def test_schedule_covers_the_need_and_bridges_short_gaps() -> None:
 def test_need_from_work() -> None:
     # 600 GPU-s of work in a bin = 10 replicas busy; at u = 0.8 -> 12.5 -> 13 (neighbours count)
     assert need_replicas(np.array([600.0, 0.0, 0.0]), 0.8).tolist() == [13, 13, 1]
+
+
+def test_the_oracle_plans_from_t0_while_reactive_policies_wait_out_the_warmup(tmp_path: Path) -> None:
+    """The oracle reads no metrics, so the 120 s warm-up (no decisions on an empty fleet's
+    metrics) does not hold it back; a reactive policy's first decision comes at 120 s."""
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,input_tokens,output_tokens\n" + "".join(f"{t}.0,100,10\n" for t in range(0, 300, 5)))
+    trace = open_trace(csv, 0.0, 300.0)
+    profile = load_profile("qwen3-8b-h100")
+    cfg = RunConfig(initial_replicas=1, max_replicas=10)
+
+    class WantFive:
+        name = "want-five"
+        interval_s = 15.0
+
+        def decide(self, view: object, now: float) -> int:
+            return 5
+
+    oracle = OraclePolicy(np.full(5, 5, dtype=np.int64), profile, max_replicas=10)
+    assert run(trace, profile, oracle, cfg).series["spec"][:3] == [5.0, 5.0, 5.0]
+    assert run(trace, profile, WantFive(), cfg).series["spec"][:3] == [1.0, 1.0, 5.0]  # asked at 120 s

@@ -112,9 +112,12 @@ def test_initial_fleet_is_the_oracle_need_over_the_lead_time(tmp_path: Path) -> 
     work8 = np.zeros(10)
     work8[8] = 600.0
     assert replace(prep, work=work8).initial_need(0.85) == 1
-    # every policy starts from the need at u = 0.85, the oracle from its own u, static-peak from its size
+    # every policy starts from the need at u = 0.85, the oracle too at any knob (at u = 0.5 its
+    # own need would be 20: a head start nobody else gets); static-peak from its size
     p2 = replace(prep, work=work)
     p2.cfg = replace(p2.cfg, initial_replicas=p2.initial_need(0.85))
+    assert p2.initial_need(0.5) == 20
     assert build(p2, "queue-lead", None)[1].initial_replicas == 12
-    assert build(p2, "oracle", 0.5)[1].initial_replicas == 20
+    assert build(p2, "oracle", 0.5)[1].initial_replicas == 12
+    assert build(p2, "oracle", 0.85)[1].initial_replicas == 12
     assert build(p2, "static-peak", 3.0)[1].initial_replicas == 3
