@@ -49,6 +49,9 @@ experiments: venv
 	$(PY) simulations/tools/cost_table.py simulations/results/servegen-m-mid-2d.json \
 		simulations/results/servegen-m-small-2d.json simulations/results/azure-conv.json \
 		simulations/results/azure-code.json --out simulations/results/cost_at_99.md
+	$(PY) simulations/tools/misses_by_time.py --scenario simulations/scenarios/azure-code.yaml \
+		--run queue-lead=96 --run queue-lead=32 --run oracle=0.22 --run oracle=0.1 --run static-peak=3.5 \
+		--window-s 300 --out simulations/results/azure-code-misses.md
 
 # Speed benchmarks; figures go to benchmarks/results/.
 bench: venv

@@ -50,14 +50,24 @@ class Slo:
 
 
 class RequestStats:
-    def __init__(self, slo: Slo) -> None:
+    """Counts as requests finish. Besides the totals, the SLO misses per `bin_s` of ARRIVAL time
+    (`missed_by_arrival`; requests still unfinished after the slice's tail have no attributed
+    arrival and count only in the totals): when the misses happened, e.g. all before the first
+    added replica could serve.
+
+    Example: bin_s = 60, requests arriving at 10 s (TTFT 0.5 s) and 70 s and 130 s (TTFT 3 s,
+    over the 2 s target) -> missed_by_arrival = [0, 1, 1]."""
+
+    def __init__(self, slo: Slo, bin_s: float = 60.0) -> None:
         self.slo = slo
+        self.bin_s = bin_s
         self.total = 0
         self.ok = 0
         self.failed = 0
         self.ttft = Histogram()
         self.tpot = Histogram()
         self.wait = Histogram()
+        self.missed_by_arrival = np.zeros(0, dtype=np.int64)
 
     def add(self, fin: Finished) -> None:
         n = fin.arrival.size
@@ -66,6 +76,13 @@ class RequestStats:
         self.total += n
         good = (fin.ttft <= self.slo.ttft_s) & (fin.tpot <= self.slo.tpot_s)
         self.ok += int(good.sum())
+        if not good.all():
+            b = np.bincount((fin.arrival[~good] // self.bin_s).astype(np.int64).clip(0))
+            if b.size > self.missed_by_arrival.size:
+                b[: self.missed_by_arrival.size] += self.missed_by_arrival
+                self.missed_by_arrival = b
+            else:
+                self.missed_by_arrival[: b.size] += b
         self.failed += int(np.isinf(fin.ttft).sum())
         self.ttft.add(fin.ttft)
         self.tpot.add(fin.tpot[fin.out_tokens > 1])

@@ -80,3 +80,27 @@ def test_merge_joins_parts_and_refuses_other_scenarios_or_a_policy_twice() -> No
         merge([("a", a), ("b", b), ("c", clash)])
     with pytest.raises(ValueError, match="meta.rate_scale"):
         merge([("a", a), ("b", _doc({"kpa": []}, {**META, "rate_scale": 2.0}))])
+
+
+def test_misses_by_time_sums_the_minutes_into_windows() -> None:
+    from autoscaler.sim.runner import RunResult
+
+    tool = _tool("misses_by_time")
+    fields = {k: v for k, v in _run("queue-lead", 32.0, 0.9, 1.0).items() if k != "series"}
+    # docstring example: window 120 s over three minutes
+    r = RunResult(**fields, series={"t_s": [0.0, 60.0, 120.0], "arrivals_per_s": [1.0, 1.0, 2.0],
+                                    "slo_missed": [0.0, 3.0, 6.0], "ready": [2.0, 2.0, 4.0]})
+    assert tool.windows([r], 120.0) == [{"t0_s": 0.0, "arrivals": 120, "misses": [3], "ready": [2]},
+                                        {"t0_s": 120.0, "arrivals": 120, "misses": [6], "ready": [4]}]
+    md = tool.markdown("t", [r, r], tool.windows([r, r], 60.0))
+    assert "| 2- | 120 | 6 (4) | 6 (4) |" in md
+    assert "| **all** | 240 | 9 (90.00 % met, 1.00 GPU-h) |" in md
+    with pytest.raises(ValueError, match="multiple of 60"):
+        tool.windows([r], 90.0)
+    with pytest.raises(ValueError, match="expected POLICY=KNOB"):
+        tool.parse_run("queue-lead")
+    with pytest.raises(ValueError, match="unknown policy 'hpa'"):
+        tool.parse_run("hpa=5")
+    with pytest.raises(ValueError, match="not a number"):
+        tool.parse_run("oracle=low")
+    assert tool.parse_run("oracle=0.22") == ("oracle", 0.22)
