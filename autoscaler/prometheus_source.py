@@ -660,18 +660,20 @@ class PrometheusSource:
             if not math.isfinite(now):
                 raise ValueError(f"now must be finite, got {now!r}")
             params["time"] = f"{now:.3f}"
-        retrying = tenacity.Retrying(
+        body = self._retrying()(self._query_once, promql, params)
+        return parse_vector(body)
+
+    def _retrying(self) -> tenacity.Retrying:
+        """The retry policy of every request: retryable errors only, exponential backoff,
+        the injectable sleep, one `prometheus_retry` warning per retry, the last error raised."""
+        return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self._retry_attempts),
-            wait=tenacity.wait_exponential(
-                multiplier=_BACKOFF_INITIAL_SECONDS, max=_BACKOFF_MAX_SECONDS
-            ),
+            wait=tenacity.wait_exponential(multiplier=_BACKOFF_INITIAL_SECONDS, max=_BACKOFF_MAX_SECONDS),
             retry=tenacity.retry_if_exception(_is_retryable),
             sleep=self._sleep,
             before_sleep=self._log_retry,
             reraise=True,
         )
-        body = retrying(self._query_once, promql, params)
-        return parse_vector(body)
 
     def query_range(
         self,
@@ -693,17 +695,7 @@ class PrometheusSource:
                 "end": f"{chunk_end:.3f}",
                 "step": f"{step_seconds:g}",
             }
-            retrying = tenacity.Retrying(
-                stop=tenacity.stop_after_attempt(self._retry_attempts),
-                wait=tenacity.wait_exponential(
-                    multiplier=_BACKOFF_INITIAL_SECONDS, max=_BACKOFF_MAX_SECONDS
-                ),
-                retry=tenacity.retry_if_exception(_is_retryable),
-                sleep=self._sleep,
-                before_sleep=self._log_retry,
-                reraise=True,
-            )
-            body = retrying(self._query_range_once, promql, params)
+            body = self._retrying()(self._query_range_once, promql, params)
             for labels, points in parse_matrix(body):
                 key = tuple(sorted(labels.items()))
                 if key in merged:
