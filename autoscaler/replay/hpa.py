@@ -30,6 +30,7 @@ The controller's sync period is 15 s: replay one HPA evaluation per recorded ste
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from autoscaler.policy.types import Observation, PodStage
@@ -162,7 +163,20 @@ def _scale_down_limit(current: int, state: HpaState, params: HpaParams, now: flo
 def hpa_decide(
     params: HpaParams, observation: Observation, state: HpaState, now: float
 ) -> tuple[HpaDecision, HpaState]:
-    current = observation.spec_replicas
+    """One HPA sync of the `Pods` metric `vllm:num_requests_waiting` (`metric_replicas`)."""
+    return hpa_sync(params, observation.spec_replicas, lambda: metric_replicas(params, observation), state, now)
+
+
+def hpa_sync(
+    params: HpaParams,
+    current: int,
+    propose: Callable[[], tuple[int | None, float | None]],
+    state: HpaState,
+    now: float,
+) -> tuple[HpaDecision, HpaState]:
+    """`reconcileAutoscaler` around any metric: `propose()` -> (replicas the metric asks for, or
+    None when it is unusable, and the usage it saw), then the default behavior. The `hpa-queue`
+    baseline proposes from a Pods metric, KEDA (sim) from an External one; both share this."""
     if current == 0 and params.min_replicas != 0:
         return HpaDecision(0, 0, "hold_scaling_disabled"), state
     if current > params.max_replicas:
@@ -171,7 +185,7 @@ def hpa_decide(
     if current < params.min_replicas:
         desired, reason = params.min_replicas, "scale_up_min_replicas"
         return _done(params, state, current, desired, reason, None, None, None, now)
-    proposal, usage = metric_replicas(params, observation)
+    proposal, usage = propose()
     if proposal is None:
         return HpaDecision(current, current, "hold_metrics_unavailable"), state
     # normalizeDesiredReplicasWithBehaviors

@@ -27,8 +27,7 @@ from autoscaler.policy import (
     ReadyPod,
     decide,
 )
-from autoscaler.policy.limits import apply_limits, record_event
-from autoscaler.policy.stabilize import stabilize
+from autoscaler.replay.hpa import HpaDecision, HpaParams, HpaState, hpa_decide, hpa_sync
 from autoscaler.policy.types import PodStage
 from autoscaler.sim.cluster import ClusterView
 
@@ -38,6 +37,26 @@ class Policy(Protocol):
     interval_s: float
 
     def decide(self, view: ClusterView, now: float) -> int: ...
+
+
+def view_observation(view: ClusterView) -> Observation:
+    """What the live loop would observe of this view (autoscaler/observe.py): per ready pod its
+    scraped gauges with their sample time, the pods in flight with stage and timestamps, the
+    free GPUs. queue-lead's `decide()` and the HPA model (`autoscaler.replay.hpa`) read it."""
+    ready = []
+    for p in view.ready:
+        ts = p.sample_t if p.sample_t is not None else 0.0
+        ready.append(ReadyPod(
+            name=p.name,
+            waiting=MetricSample(p.waiting, ts) if p.waiting is not None else None,
+            running=MetricSample(p.running, ts) if p.running is not None else None,
+            kv_cache_usage=MetricSample(p.kv, ts) if p.kv is not None else None,
+            startup=PodStartup(p.created, p.scheduled, p.ready),
+            completed_per_second=MetricSample(p.completed_per_second, ts) if p.completed_per_second is not None else None,
+        ))
+    flight = tuple(PodInFlight(f.name, f.stage, PodStartup(f.created, f.scheduled)) for f in view.in_flight)
+    return Observation(spec_replicas=view.spec_replicas, ready_pods=tuple(ready), pods_in_flight=flight,
+                       free_gpus=view.free_gpus)
 
 
 # --------------------------------------------------------------------------------- queue-lead
@@ -56,97 +75,39 @@ class QueueLead:
         self.state = PolicyState()
         self.last: Decision | None = None
 
-    def observation(self, view: ClusterView) -> Observation:
-        ready = []
-        for p in view.ready:
-            ts = p.sample_t if p.sample_t is not None else 0.0
-            ready.append(ReadyPod(
-                name=p.name,
-                waiting=MetricSample(p.waiting, ts) if p.waiting is not None else None,
-                running=MetricSample(p.running, ts) if p.running is not None else None,
-                kv_cache_usage=MetricSample(p.kv, ts) if p.kv is not None else None,
-                startup=PodStartup(p.created, p.scheduled, p.ready),
-                completed_per_second=MetricSample(p.completed_per_second, ts) if p.completed_per_second is not None else None,
-            ))
-        flight = tuple(PodInFlight(f.name, f.stage, PodStartup(f.created, f.scheduled)) for f in view.in_flight)
-        return Observation(spec_replicas=view.spec_replicas, ready_pods=tuple(ready), pods_in_flight=flight,
-                           free_gpus=view.free_gpus)
-
     def decide(self, view: ClusterView, now: float) -> int:
-        d, self.state = decide(self.params, self.observation(view), self.state, now)
+        d, self.state = decide(self.params, view_observation(view), self.state, now)
         self.last = d
         return d.desired_replicas
 
 
 # --------------------------------------------------------------------------------- HPA family
-class _HpaBehavior:
-    """HPA's default `behavior` (kubernetes/kubernetes pkg/controller/podautoscaler/horizontal.go,
-    `normalizeDesiredReplicasWithBehaviors`; defaults in pkg/apis/autoscaling/v2/defaults.go):
-    scale-up stabilisation 0 s, +100 % or +4 pods per 15 s (the larger); scale-down stabilisation
-    300 s, -100 % per 15 s. Reuses the decision core's HPA-mirroring `stabilize` and `limits`."""
-
-    def __init__(self, min_replicas: int, max_replicas: int, down_window_s: float = 300.0) -> None:
-        self.params = PolicyParams(
-            min_replicas=min_replicas, max_replicas=max_replicas, scale_up_window_seconds=0.0,
-            scale_down_window_seconds=down_window_s, scale_up_max_percent=100.0, scale_up_max_pods=4,
-            scale_up_period_seconds=15.0, scale_down_max_pods=10_000, scale_down_period_seconds=15.0,
-        )
-        self.recs: tuple[tuple[float, int], ...] = ()
-        self.ups: tuple[tuple[float, int], ...] = ()
-        self.downs: tuple[tuple[float, int], ...] = ()
-
-    def apply(self, rec: int, current: int, now: float) -> int:
-        history = self.recs or ((now, current),)
-        st = stabilize(history, rec, current, now, self.params)
-        self.recs = st.recommendations
-        lim = apply_limits(st.replicas, current, self.ups, self.downs, now, self.params)
-        self.ups, self.downs = record_event(self.ups, self.downs, current, lim.replicas, now, self.params)
-        return lim.replicas
-
-
 class HpaQueue:
     """HPA v2 on a Pods metric `vllm:num_requests_waiting` (prometheus-adapter), target
-    AverageValue 5, default behavior, tolerance 10 %, sync every 15 s.
+    AverageValue 5, default behavior, tolerance 10 %, sync every 15 s: the replay's pure model
+    of the HPA controller (`autoscaler.replay.hpa.hpa_decide`, which follows kubernetes
+    pkg/controller/podautoscaler: `calcPlainMetricReplicas`, `groupPods`,
+    `normalizeDesiredReplicasWithBehaviors`), fed what the live loop would observe. One HPA model
+    for replay and simulator.
 
-    Replica calculation as `calcPlainMetricReplicas` (kubernetes pkg/controller/podautoscaler/
-    replica_calculator.go): Pending pods (unschedulable, container creating) are ignored; pods
-    without a sample (loading, or ready but not yet scraped) are "missing": counted as 0 on a
-    scale-up and as the target on a scale-down, and a change of direction holds. Example: 2 ready
-    pods waiting 12 and 8, target 5: ratio 2.0, ceil(2.0 * 2) = 4 replicas."""
+    Pending pods (unschedulable, container creating) count as 0 on a scale-up; pods without a
+    sample (loading, or ready but not yet scraped) are "missing": 0 on a scale-up, the target on
+    a scale-down, and a change of direction holds. Example: 2 ready pods waiting 12 and 8,
+    target 5: ratio 2.0, ceil(2.0 * 2) = 4 replicas."""
 
     name = "hpa-queue"
     interval_s = 15.0
 
     def __init__(self, target: float = 5.0, min_replicas: int = 1, max_replicas: int = 100,
                  tolerance: float = 0.1) -> None:
-        self.target = target
-        self.tol = tolerance
-        self.behavior = _HpaBehavior(min_replicas, max_replicas)
-
-    def recommend(self, view: ClusterView) -> int:
-        current = view.spec_replicas
-        metrics = [p.waiting for p in view.ready if p.waiting is not None]
-        missing = sum(1 for p in view.ready if p.waiting is None) + sum(
-            1 for f in view.in_flight if f.stage is PodStage.LOADING)
-        if not metrics:
-            return current
-        ratio = sum(metrics) / len(metrics) / self.target
-        if missing == 0:
-            if abs(1.0 - ratio) <= self.tol:
-                return current
-            return math.ceil(ratio * len(metrics) - 1e-9)
-        fill = self.target if ratio < 1.0 else 0.0
-        n = len(metrics) + missing
-        new_ratio = (sum(metrics) + fill * missing) / n / self.target
-        if abs(1.0 - new_ratio) <= self.tol or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
-            return current
-        new = math.ceil(new_ratio * n - 1e-9)
-        if (new_ratio < 1.0 and new > current) or (new_ratio > 1.0 and new < current):
-            return current
-        return new
+        self.params = HpaParams(target_average_value=target, min_replicas=min_replicas,
+                                max_replicas=max_replicas, tolerance=tolerance)
+        self.state = HpaState()
+        self.last: HpaDecision | None = None
 
     def decide(self, view: ClusterView, now: float) -> int:
-        return self.behavior.apply(self.recommend(view), view.spec_replicas, now)
+        self.last, self.state = hpa_decide(self.params, view_observation(view), self.state, now)
+        return self.last.desired_replicas
 
 
 class Keda:
@@ -156,11 +117,13 @@ class Keda:
 
     KEDA hands the HPA an External metric with an AverageValue target (the threshold), so the
     HPA computes `GetExternalPerPodMetricReplicas`: ratio = sum / (5 * current replicas); outside
-    the 10 % tolerance, ceil(sum / 5). The default HPA behavior applies. cooldownPeriod only
-    governs scaling to zero (minReplicaCount 0), so with min 1 it never acts. We sum the query
+    the 10 % tolerance, ceil(sum / 5); then the same HPA sync and default behavior as `hpa-queue`
+    (`autoscaler.replay.hpa.hpa_sync`). cooldownPeriod only governs scaling to zero
+    (minReplicaCount 0), so with min 1 it never acts. We sum the query
     (`sum(vllm:num_requests_waiting)`): KEDA's Prometheus scaler rejects a query that returns
-    one series per pod. Example: 3 replicas, 40 waiting in total: 40 / 15 = 2.7 > 1.1, so
-    ceil(40 / 5) = 8."""
+    one series per pod; an empty answer reads as 0 (`ignoreNullValues`, default true:
+    kedacore/keda-docs content/docs/2.10/scalers/prometheus.md). Example: 3 replicas, 40
+    waiting in total: 40 / 15 = 2.7 > 1.1, so ceil(40 / 5) = 8."""
 
     name = "keda"
     interval_s = 15.0
@@ -168,18 +131,21 @@ class Keda:
     def __init__(self, threshold: float = 5.0, min_replicas: int = 1, max_replicas: int = 100,
                  tolerance: float = 0.1) -> None:
         self.threshold = threshold
-        self.tol = tolerance
-        self.behavior = _HpaBehavior(min_replicas, max_replicas)
+        self.params = HpaParams(target_average_value=threshold, min_replicas=min_replicas,
+                                max_replicas=max_replicas, tolerance=tolerance)
+        self.state = HpaState()
+        self.last: HpaDecision | None = None
+
+    def propose(self, view: ClusterView) -> tuple[int | None, float | None]:
+        current = max(view.spec_replicas, 1)
+        total = sum(p.waiting for p in view.ready if p.waiting is not None)  # empty -> 0
+        if abs(1.0 - total / (self.threshold * current)) > self.params.tolerance:
+            return math.ceil(total / self.threshold - 1e-9), total / current
+        return view.spec_replicas, total / current
 
     def decide(self, view: ClusterView, now: float) -> int:
-        current = view.spec_replicas
-        samples = [p.waiting for p in view.ready if p.waiting is not None]
-        rec = current
-        if samples:
-            usage = sum(samples)
-            if abs(1.0 - usage / (self.threshold * max(current, 1))) > self.tol:
-                rec = math.ceil(usage / self.threshold - 1e-9)
-        return self.behavior.apply(rec, current, now)
+        self.last, self.state = hpa_sync(self.params, view.spec_replicas, lambda: self.propose(view), self.state, now)
+        return self.last.desired_replicas
 
 
 class HpaCpu:

@@ -86,3 +86,23 @@ def test_replaying_hpa_queue_reproduces_the_hpa_timeline(
                                           or params))
     assert [t.desired for t in result.ticks[:-1]] == [s.spec for s in recording.steps[1:]]
     assert result.summary(15, 1)["ticks_differing"] == 0
+
+
+def test_hpa_sync_wraps_any_metric_proposal() -> None:
+    """`hpa_sync` is reconcileAutoscaler around a metric: bounds first (the metric is not even
+    read), an unusable metric holds, a proposal goes through the behavior (here +100 %/+4 per 15 s)."""
+    from autoscaler.replay.hpa import hpa_sync
+
+    params = HpaParams(max_replicas=10)
+    calls: list[int] = []
+
+    def propose(n: int | None) -> tuple[int | None, float | None]:
+        calls.append(1)
+        return n, None
+
+    d, _ = hpa_sync(params, 12, lambda: propose(3), HpaState(), 0.0)
+    assert (d.desired_replicas, d.reason, calls) == (10, "scale_down_max_replicas", [])
+    d, st = hpa_sync(params, 2, lambda: propose(None), HpaState(), 0.0)
+    assert (d.desired_replicas, d.reason, st) == (2, "hold_metrics_unavailable", HpaState())
+    d, _ = hpa_sync(params, 2, lambda: propose(9), HpaState(), 0.0)
+    assert (d.desired_replicas, d.limit) == (6, "ScaleUpLimit")  # max(2 x 2, 2 + 4) = 6

@@ -39,6 +39,29 @@ def test_hpa_queue_pods_metric() -> None:
     assert HpaQueue(5.0).decide(view(3, [pod("a", 12), pod("b", 8)], loading), 100.0) == 4
 
 
+def test_hpa_queue_counts_pending_pods_as_zero_on_a_scale_up() -> None:
+    # HPA's groupPods: a Pending pod (unschedulable) is "unready"; on a scale-up it counts as 0:
+    # ready 12 + 8 -> ratio 2.0 > 1; with the pending pod (12 + 8 + 0) / 3 / 5 = 1.33 -> ceil(1.33 * 3) = 4
+    pending = (InFlightPod("c", PodStage.UNSCHEDULABLE, 50.0, None),)
+    h = HpaQueue(5.0)
+    assert h.decide(view(3, [pod("a", 12), pod("b", 8)], pending), 100.0) == 4
+    assert h.last is not None and h.last.metric_replicas == 4
+    # on a scale-down it is left out: (1 + 1) / 2 / 5 = 0.2 -> ceil(0.2 * 2) = 1, held by the window
+    h2 = HpaQueue(5.0)
+    assert h2.decide(view(3, [pod("a", 1), pod("b", 1)], pending), 100.0) == 3
+    assert h2.last is not None and h2.last.metric_replicas == 1 and h2.last.reason == "hold_scale_down_window"
+
+
+def test_keda_reads_an_empty_answer_as_zero() -> None:
+    # no ready pod scraped yet: sum() over no series is empty, ignoreNullValues -> 0 -> ceil(0) = 0,
+    # raised to min 1 and held by the 300 s scale-down window like any scale-down
+    k = Keda(5.0)
+    v = view(3, [pod("a", None), pod("b", None)])
+    assert k.decide(v, 0.0) == 3
+    assert k.last is not None and k.last.metric_replicas == 0
+    assert k.decide(v, 300.0) == 1
+
+
 def test_hpa_queue_scales_to_min_on_an_empty_queue_after_the_window() -> None:
     h = HpaQueue(5.0, min_replicas=1)
     v = view(4, [pod(n, 0) for n in "abcd"])
