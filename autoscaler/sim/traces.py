@@ -258,13 +258,19 @@ class MaterializedTrace(Trace):
     def __init__(self, inner: Trace) -> None:
         self.inner = inner
         self.name, self.start, self.duration, self.scale = inner.name, inner.start, inner.duration, inner.scale
-        parts = list(inner.chunks())
-        if parts:
-            self._arr = np.concatenate([c.arrival for c in parts]).astype(np.float64, copy=False)
-            self._in = np.concatenate([c.n_in for c in parts]).astype(np.int32)
-            self._out = np.concatenate([c.n_out for c in parts]).astype(np.int32)
-        else:
-            self._arr, self._in, self._out = np.zeros(0), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        # each chunk is narrowed as it comes (16 B a request), so the build peaks at twice the
+        # final arrays, not at the generator's int64 lengths plus int64 copies of everything
+        arr: list[npt.NDArray[np.float64]] = []
+        n_in: list[npt.NDArray[np.int32]] = []
+        n_out: list[npt.NDArray[np.int32]] = []
+        for c in inner.chunks():
+            arr.append(np.asarray(c.arrival, dtype=np.float64))
+            n_in.append(c.n_in.astype(np.int32))
+            n_out.append(c.n_out.astype(np.int32))
+        self._arr = np.concatenate(arr) if arr else np.zeros(0)
+        self._in = np.concatenate(n_in) if n_in else np.zeros(0, dtype=np.int32)
+        self._out = np.concatenate(n_out) if n_out else np.zeros(0, dtype=np.int32)
+        del arr, n_in, n_out
 
     @property
     def requests(self) -> int:

@@ -87,3 +87,16 @@ def test_materialized_trace_yields_the_same_requests(tmp_path: Path) -> None:
         y = np.concatenate([getattr(c, f) for c in b])
         assert np.array_equal(x, y) and y.dtype == x.dtype
     assert mat.peak_rate() == src.peak_rate() and mat.describe() == src.describe()
+
+
+def test_materialized_servegen_trace_keeps_every_generated_chunk(tmp_path: Path) -> None:
+    from autoscaler.sim.traces import MaterializedTrace
+
+    src = list(open_trace(_servegen(tmp_path), seed=3).chunks())
+    assert len(src) > 1  # the generator yields several chunks, each narrowed on its own
+    mat = MaterializedTrace(open_trace(_servegen(tmp_path), seed=3))
+    for f in ("arrival", "n_in", "n_out"):
+        x = np.concatenate([getattr(c, f) for c in src])
+        y = np.concatenate([getattr(c, f) for c in mat.chunks()])
+        assert np.array_equal(x, y)
+    assert mat._in.dtype == np.int32 and mat._out.dtype == np.int32 and mat.requests == x.size
