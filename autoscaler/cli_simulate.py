@@ -24,7 +24,7 @@ import click
               default=None, help="Which queue-lead target the sweep varies (default: the scenario's, else the KV target).")
 @click.option("--knobs", "knob_grids", multiple=True, metavar="POLICY=V1,V2,...",
               help="With --sweep: sweep only these values for POLICY (a coarse sweep); repeat per policy.")
-@click.option("--sweep", is_flag=True, help="Sweep each policy's main knob and report the cost to reach 99 %% SLO attainment.")
+@click.option("--sweep", is_flag=True, help="Sweep each policy's main knob and report the cost to reach 99 % SLO attainment.")
 @click.option("--jobs", type=int, default=None, help="Worker processes for --sweep (default: CPU count).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write results as JSON.")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None, help="Write a PNG: arrivals, queue, replicas.")
