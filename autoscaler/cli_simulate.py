@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
+import yaml
+
+
+def _fail(message: str) -> NoReturn:
+    """Bad input: one line on stderr, exit 2, nothing written."""
+    click.echo(f"error: {' '.join(message.split())}", err=True)
+    sys.exit(2)
 
 
 @click.command("simulate")
@@ -45,12 +54,14 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     from autoscaler.sim.scoreboard import markdown, rich_table, to_json
 
     console = Console(width=max(Console().width, 150))
-    if scenario:
-        sc = Scenario.load(scenario)
-    elif trace_path:
-        sc = Scenario(name=Path(trace_path).stem, trace=trace_path)
-    else:
+    if not scenario and not trace_path:
         raise click.UsageError("give --trace or --scenario")
+    if jobs is not None and jobs < 1:
+        _fail(f"--jobs {jobs}: must be >= 1")
+    try:
+        sc = Scenario.load(scenario) if scenario else Scenario(name=Path(str(trace_path)).stem, trace=str(trace_path))
+    except (ValueError, TypeError, OSError, yaml.YAMLError) as exc:
+        _fail(str(exc))
     over: dict[str, object] = {}
     if trace_path and scenario:
         over["trace"] = trace_path
@@ -66,8 +77,11 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
         if unknown:
             raise click.BadParameter(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
         over["policies"] = tuple(policies)
-    sc = replace(sc, **over)  # type: ignore[arg-type]
-    prep = prepare(sc)
+    try:
+        sc = replace(sc, **over)  # type: ignore[arg-type]
+        prep = prepare(sc)
+    except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
+        _fail(str(exc))
     desc = (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
             f"peak needs {prep.peak_need} replicas")
     console.print(desc)

@@ -49,6 +49,25 @@ class Scenario:
     # keeps its default grid (policies.POLICIES), and `--knobs` on the command line wins over both
     knobs: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Every field's range, checked once whether the scenario comes from a file or from the
+        command line (`dataclasses.replace` runs this too); the error names key, value, range."""
+        checks: list[tuple[str, object, bool, str]] = [
+            ("start", self.start, math.isfinite(self.start) and self.start >= 0.0, ">= 0 s"),
+            ("duration", self.duration, self.duration is None or (math.isfinite(self.duration) and self.duration > 0.0), "> 0 s"),
+            ("rate_scale", self.rate_scale, self.rate_scale is None or (math.isfinite(self.rate_scale) and self.rate_scale > 0.0), "> 0"),
+            ("peak_replicas", self.peak_replicas, self.peak_replicas is None or self.peak_replicas >= 1, ">= 1"),
+            ("dt", self.dt, math.isfinite(self.dt) and 0.0 < self.dt <= 15.0, "0 < dt <= 15 s (the scrape interval)"),
+            ("max_replicas", self.max_replicas, 1 <= self.max_replicas <= 10_000, "1 .. 10000"),
+            ("min_replicas", self.min_replicas, 1 <= self.min_replicas <= self.max_replicas, "1 .. max_replicas"),
+            ("max_nodes", self.max_nodes, self.max_nodes >= 1, ">= 1"),
+            ("slo_ttft_s", self.slo_ttft_s, self.slo_ttft_s > 0.0, "> 0 s"),
+            ("slo_tpot_s", self.slo_tpot_s, self.slo_tpot_s > 0.0, "> 0 s"),
+        ]
+        for key, value, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"scenario {self.name}: {key} = {value!r} is out of range (allowed: {allowed})")
+
     @staticmethod
     def load(path: str | Path) -> Scenario:
         raw = yaml.safe_load(Path(path).read_text())

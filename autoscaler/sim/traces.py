@@ -79,6 +79,16 @@ def _jitter_copies(arr: F, n_in: I, n_out: I, scale: float, rng: np.random.Gener
     return t[order], n_in[idx][order], n_out[idx][order]
 
 
+def _check_slice(source: object, start: float, duration: float, span: float) -> None:
+    """A slice must be finite, start inside the trace and have a positive length."""
+    if not (math.isfinite(start) and start >= 0.0):
+        raise ValueError(f"{source}: slice start {start:g} s must be >= 0")
+    if start >= span:
+        raise ValueError(f"{source}: slice start {start:g} s is past the trace's end ({span:.0f} s)")
+    if not (math.isfinite(duration) and duration > 0.0):
+        raise ValueError(f"{source}: slice duration {duration:g} s must be > 0")
+
+
 class CsvTrace(Trace):
     """The canonical per-request CSV."""
 
@@ -97,7 +107,10 @@ class CsvTrace(Trace):
         end = float(arr[-1]) + 1e-9
         self.start = float(start)
         self.duration = float(duration) if duration is not None else end - self.start
+        _check_slice(self.path, self.start, self.duration, end)
         m = (arr >= self.start) & (arr < self.start + self.duration)
+        if not m.any():
+            raise ValueError(f"{self.path}: no request in the slice [{self.start:g} s, {self.start + self.duration:g} s)")
         self._arr = arr[m] - self.start
         self._in = np.maximum(data[m, 1].astype(np.int64), 1)
         self._out = np.maximum(data[m, 2].astype(np.int64), 1)
@@ -185,6 +198,7 @@ class ServeGenTrace(Trace):
         self.start = float(start)
         total = n_windows * self.WINDOW
         self.duration = float(duration) if duration is not None else total - self.start
+        _check_slice(prefix, self.start, self.duration, total)
 
     def _window_range(self) -> range:
         w0 = int(self.start // self.WINDOW)

@@ -79,10 +79,10 @@ def main() -> int:
         if a.window_s <= 0 or abs(round(a.window_s / SERIES_S) * SERIES_S - a.window_s) > 1e-9:
             raise ValueError(f"--window-s {a.window_s:g}: must be a positive multiple of {SERIES_S:g} s")
         sc = Scenario.load(a.scenario)
+        prep = prepare(sc)
     except (ValueError, OSError) as e:
         print(f"misses_by_time: {e}", file=sys.stderr)
         return 2
-    prep = prepare(sc)
     results = [run_one(prep, name, knob) for name, knob in runs]
     title = (f"{sc.name}: SLO misses by arrival time ({prep.trace.describe()}; every autoscaler starts "
              f"from {prep.cfg.initial_replicas} ready replicas, static-peak from its own size)")

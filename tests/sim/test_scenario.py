@@ -66,3 +66,41 @@ def test_sweep_cli_runs_each_grid_point_once_and_reports_cost_at_99(tmp_path: Pa
     else:
         assert doc["cost_at_99"].get("static-peak") is None
     assert doc["meta"]["initial_replicas"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--duration", "-5"], "duration = -5.0 is out of range (allowed: > 0 s)"),
+        (["--dt", "0"], "dt = 0.0 is out of range (allowed: 0 < dt <= 15 s"),
+        (["--max-replicas", "0"], "max_replicas = 0 is out of range (allowed: 1 .. 10000)"),
+        (["--start", "99999"], "slice start 99999 s is past the trace's end (1200 s)"),
+        (["--start", "10", "--duration", "0.001"], "no request in the slice [10 s, 10.001 s)"),
+        (["--jobs", "0", "--sweep"], "--jobs 0: must be >= 1"),
+        (["--trace", "{bad}"], "expected 3 columns arrival_s,input_tokens,output_tokens"),
+        (["--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv not found"),
+    ],
+)
+def test_simulate_rejects_bad_input_in_one_line_and_writes_nothing(tmp_path: Path, args: list[str],
+                                                                   message: str) -> None:
+    from click.testing import CliRunner
+
+    from autoscaler.cli import main
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    out = tmp_path / "out.json"
+    args = [a.replace("{bad}", str(bad)) for a in args]
+    res = CliRunner().invoke(main, ["simulate", "--trace", TRACE, "--policy", "static-peak", *args,
+                                    "--json", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not out.exists()
+
+
+def test_a_scenario_file_with_an_out_of_range_value_is_rejected_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"scenario s: peak_replicas = 0 is out of range \(allowed: >= 1\)"):
+        Scenario.load(_write(tmp_path, "peak_replicas: 0\n"))
+    with pytest.raises(ValueError, match=r"min_replicas = 5 is out of range \(allowed: 1 .. max_replicas\)"):
+        Scenario.load(_write(tmp_path, "min_replicas: 5\nmax_replicas: 4\n"))
