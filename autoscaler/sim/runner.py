@@ -4,9 +4,11 @@ Loop, every `dt` (1 s by default): the cluster advances (nodes, pod lifecycle, d
 tick's arrivals are routed, every replica steps; Prometheus scrapes every 15 s; the policy
 decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with a ready fleet
 holding no requests yet, and nobody should act on those empty first seconds' metrics. The oracle
-reads no metrics (it knows the trace), so it plans from t = 0. After the slice ends, the fleet gets up to 10 minutes without
-new arrivals to finish what it holds (not billed, no decisions); what is left then counts as
-failed. GPU time is billed per pod from scheduling to removal, up to the end of the slice.
+reads no metrics (it knows the trace), so it plans from t = 0. After the slice ends, the fleet
+gets up to 10 minutes without new arrivals to finish what it holds (not billed, no decisions);
+what is left then counts as failed. GPU time is billed per pod from scheduling to removal, up to
+the end of the slice. Besides the totals, every run records the SLO misses per minute of
+arrival (`series["slo_missed"]`).
 """
 
 from __future__ import annotations
