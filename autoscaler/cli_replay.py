@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-import sys
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 import click
+
+from autoscaler.cli_errors import fail
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d|w))")
 
@@ -58,11 +59,6 @@ def _target(text: str) -> tuple[str, str]:
     if not sep or not ns or not name or "/" in name:
         raise ValueError(f"--target must be NAMESPACE/DEPLOYMENT, got {text!r}")
     return ns, name
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {' '.join(message.split())}", err=True)
-    sys.exit(2)
 
 
 @click.command("record")
@@ -111,7 +107,7 @@ def record(
             insecure_skip_tls_verify=insecure_skip_tls_verify,
         )
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
     def progress(done: int, total: int) -> None:
         if not quiet:
@@ -126,9 +122,9 @@ def record(
             )
         n = write_recording(out, header, steps)
     except PrometheusError as exc:
-        _fail(f"Prometheus: {exc}")
+        fail(f"Prometheus: {exc}")
     except (OSError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     pods = len({p.name for s in steps for p in s.pods})
     if not quiet:
         click.echo(f"wrote {out}: {n} steps of {step_seconds:g} s, {pods} pods; "
@@ -166,7 +162,7 @@ def replay(
     from autoscaler.replay.report import plot, print_report, to_json, write_json
 
     if len(configs) > 2:
-        _fail("at most two --config")
+        fail("at most two --config")
     try:
         recording = read_recording(metrics)
         ns, name = _target(target_text) if target_text else (recording.header.namespace, recording.header.deployment)
@@ -190,7 +186,7 @@ def replay(
 
                 replays.append(do_replay(recording, p, free_gpus=free_gpus, progress=advance))
     except RecordingError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     summaries: list[dict[str, Any]] = [
         r.summary(recording.header.step_seconds, p.gpus_per_replica) for r, p in zip(replays, policies)
     ]
@@ -207,7 +203,7 @@ def replay(
         if plot_out:
             plot(plot_out, recording, replays)
     except OSError as exc:
-        _fail(f"cannot write output: {exc}")
+        fail(f"cannot write output: {exc}")
 
 
 def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
@@ -221,16 +217,16 @@ def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[
         from autoscaler.replay.closed_loop import counterfactual
         from autoscaler.sim.profile import load_profile
     except ImportError as exc:
-        _fail(f"--closed-loop needs the simulator's dependencies (numpy): {exc}")
+        fail(f"--closed-loop needs the simulator's dependencies (numpy): {exc}")
     try:
         base = load_policy(recorded, ns, name)
         cands = [load_policy(c, ns, name) for c in candidates]
     except RecordingError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         profile = load_profile(profile_name)
     except (OSError, ValueError, KeyError) as exc:
-        _fail(f"--profile {profile_name}: {exc}")
+        fail(f"--profile {profile_name}: {exc}")
     out = counterfactual(recording, base, cands, profile, seed=seed)
     out.pop("results")
     table = Table(title=f"Closed-loop counterfactual (fleet model, profile {profile_name})")

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 import yaml
 
-
-def _fail(message: str) -> NoReturn:
-    """Bad input: one line on stderr, exit 2, nothing written."""
-    click.echo(f"error: {' '.join(message.split())}", err=True)
-    sys.exit(2)
+from autoscaler.cli_errors import fail
 
 
 @click.command("simulate")
@@ -57,11 +51,11 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     if not scenario and not trace_path:
         raise click.UsageError("give --trace or --scenario")
     if jobs is not None and jobs < 1:
-        _fail(f"--jobs {jobs}: must be >= 1")
+        fail(f"--jobs {jobs}: must be >= 1")
     try:
         sc = Scenario.load(scenario) if scenario else Scenario(name=Path(str(trace_path)).stem, trace=str(trace_path))
     except (ValueError, TypeError, OSError, yaml.YAMLError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     over: dict[str, object] = {}
     if trace_path and scenario:
         over["trace"] = trace_path
@@ -75,13 +69,22 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     if policies:
         unknown = [p for p in policies if p not in POLICIES]
         if unknown:
-            raise click.BadParameter(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+            fail(f"--policy: unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
         over["policies"] = tuple(policies)
+    grids: dict[str, tuple[float, ...]] = dict(sc.knobs)  # the scenario's, then --knobs (checked before any run)
+    for g in knob_grids:
+        pol, _, vals = g.partition("=")
+        if pol not in POLICIES or not vals:
+            fail(f"--knobs {g!r}: expected POLICY=V1,V2,... with a known policy")
+        try:
+            grids[pol] = tuple(float(v) for v in vals.split(","))
+        except ValueError:
+            fail(f"--knobs {g!r}: values must be numbers")
     try:
         sc = replace(sc, **over)  # type: ignore[arg-type]
         prep = prepare(sc)
     except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
-        _fail(str(exc))
+        fail(str(exc))
     desc = (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
             f"peak needs {prep.peak_need} replicas")
     console.print(desc)
@@ -100,15 +103,6 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
                 results[name] = run_one(prep, name, None, progress=_tick)
                 bar.update(task, completed=1.0)
         else:
-            grids: dict[str, tuple[float, ...]] = dict(sc.knobs)  # the scenario's, then --knobs
-            for g in knob_grids:
-                pol, _, vals = g.partition("=")
-                if pol not in POLICIES or not vals:
-                    raise click.BadParameter(f"--knobs {g!r}: expected POLICY=V1,V2,... with a known policy")
-                try:
-                    grids[pol] = tuple(float(v) for v in vals.split(","))
-                except ValueError:
-                    raise click.BadParameter(f"--knobs {g!r}: values must be numbers") from None
             sweep_list = sweep_jobs(names, sc.queue_lead_knob, grids)
             # a policy's default run is its sweep run at the default knob when the grid holds it
             defaults = {n: default_knob(sc, n) for n in names}

@@ -28,7 +28,6 @@ from autoscaler.policy import (
     decide,
 )
 from autoscaler.replay.hpa import HpaDecision, HpaParams, HpaState, hpa_decide, hpa_sync
-from autoscaler.policy.types import PodStage
 from autoscaler.sim.cluster import ClusterView
 
 

@@ -34,15 +34,21 @@ def parse_run(text: str) -> tuple[str, float]:
         raise ValueError(f"--run {text!r}: knob {knob!r} is not a number") from None
 
 
+def series_per_window(window_s: float) -> int:
+    """How many 60 s series points one window holds; ValueError unless a positive multiple."""
+    per = int(round(window_s / SERIES_S))
+    if per < 1 or abs(per * SERIES_S - window_s) > 1e-9:
+        raise ValueError(f"--window-s {window_s:g}: must be a positive multiple of {SERIES_S:g} s")
+    return per
+
+
 def windows(results: list[RunResult], window_s: float) -> list[dict[str, Any]]:
     """Per window of `window_s` (a multiple of the 60 s series): arrivals, and per run the SLO
     misses of the requests that arrived in it and the ready replicas at its start.
 
     Example: window 120 s, arrivals/s per minute [1, 1, 2], misses [0, 3, 6], ready [2, 2, 4]
     -> [{t0 0, arrivals 120, misses [3], ready [2]}, {t0 120, arrivals 120, misses [6], ready [4]}]."""
-    per = int(round(window_s / SERIES_S))
-    if per < 1 or abs(per * SERIES_S - window_s) > 1e-9:
-        raise ValueError(f"--window-s {window_s:g}: must be a positive multiple of {SERIES_S:g} s")
+    per = series_per_window(window_s)
     n = len(results[0].series["t_s"])
     out = []
     for i in range(0, n, per):
@@ -76,8 +82,7 @@ def main() -> int:
     a = ap.parse_args()
     try:
         runs = [parse_run(r) for r in a.run]
-        if a.window_s <= 0 or abs(round(a.window_s / SERIES_S) * SERIES_S - a.window_s) > 1e-9:
-            raise ValueError(f"--window-s {a.window_s:g}: must be a positive multiple of {SERIES_S:g} s")
+        series_per_window(a.window_s)  # before the runs, not after
         sc = Scenario.load(a.scenario)
         prep = prepare(sc)
     except (ValueError, OSError) as e:

@@ -79,6 +79,9 @@ def test_sweep_cli_runs_each_grid_point_once_and_reports_cost_at_99(tmp_path: Pa
         (["--jobs", "0", "--sweep"], "--jobs 0: must be >= 1"),
         (["--trace", "{bad}"], "expected 3 columns arrival_s,input_tokens,output_tokens"),
         (["--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv not found"),
+        (["--policy", "hpa"], "--policy: unknown policy hpa; known: queue-lead"),
+        (["--sweep", "--knobs", "kpa=1,x"], "--knobs 'kpa=1,x': values must be numbers"),
+        (["--sweep", "--knobs", "nope=1"], "--knobs 'nope=1': expected POLICY=V1,V2,... with a known policy"),
     ],
 )
 def test_simulate_rejects_bad_input_in_one_line_and_writes_nothing(tmp_path: Path, args: list[str],
