@@ -29,10 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autoscaler.baselines.hpa import HpaParams
 from autoscaler.policy import PolicyParams
-from autoscaler.replay.format import no_gc, read_recording, write_recording
-from autoscaler.replay.hpa import HpaParams
-from autoscaler.replay.open_loop import CorePolicy, HpaPolicy, observation_of, replay
+from autoscaler.replay.format import no_gc, write_recording
+from autoscaler.replay.open_loop import CorePolicy, HpaPolicy, observation_of
+from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
 DAYS = 30
@@ -49,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 TIMED_RUN = """
 import json, sys, time
 from autoscaler.policy import PolicyParams
-from autoscaler.replay.format import read_recording
+from autoscaler.replay.reader import read_recording
 from autoscaler.replay.open_loop import CorePolicy, replay
 w0, c0 = time.perf_counter(), time.process_time()
 recording = read_recording(sys.argv[1])

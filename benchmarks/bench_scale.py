@@ -199,12 +199,12 @@ def write_config(path: Path, prometheus_url: str, layout: list[tuple[str, str, l
 def child(config: str, kubeconfig: str) -> None:
     """Tick on demand: read a command per line on stdin, answer one JSON line on stdout."""
     from autoscaler.config import ConfigWatcher
-    from autoscaler.kube import KubeClient
-    from autoscaler.logs import configure_logging
-    from autoscaler.loop import Controller
-    from autoscaler.observe import build_observation
+    from autoscaler.adapters.kubernetes import KubeClient
+    from autoscaler.controller.logs import configure_logging
+    from autoscaler.controller.loop import Controller
+    from autoscaler.controller.observe import build_observation
     from autoscaler.policy import decide
-    from autoscaler.prometheus_source import build_queries
+    from autoscaler.adapters.prometheus import build_queries
 
     out = sys.stdout
     devnull = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the child

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
 
-from autoscaler.kube import KubeClient
+from autoscaler.adapters.kubernetes import KubeClient
 from tests.kube_api_server import KubeApiServer
 
 k8s_config: Any = _k8s_config  # untyped module
@@ -54,7 +54,7 @@ def kube_sleeps() -> list[float]:
 
 @pytest.fixture
 def kube_client(kubeconfig_path: Path, kube_sleeps: list[float]) -> Iterator[KubeClient]:
-    """autoscaler.kube.KubeClient for `kube_server`; its retry sleeps append to `kube_sleeps`."""
+    """autoscaler.adapters.kubernetes.KubeClient for `kube_server`; its retry sleeps append to `kube_sleeps`."""
     client = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=kube_sleeps.append,
                                          request_timeout_seconds=5.0, reporting_instance="test-instance")
     yield client

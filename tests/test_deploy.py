@@ -1,5 +1,5 @@
 """deploy/: the Kustomize trees build, every manifest deserializes into the `kubernetes` client's
-models (CRDs checked structurally), RBAC grants exactly the API calls of autoscaler/kube.py,
+models (CRDs checked structurally), RBAC grants exactly the API calls of autoscaler/adapters/kubernetes/client.py,
 the controller Deployment agrees with the code and the config, the alerts and the dashboard
 query metrics that exist (promtool checks and unit-tests them), and the reference vLLM
 Deployment carries the numbers and the comments it promises.
@@ -32,21 +32,21 @@ from click.testing import CliRunner
 from kubernetes.client import ApiClient
 
 from autoscaler.cli import main
-from autoscaler.cli_run import run as run_command
+from autoscaler.cli.run import run as run_command
 from autoscaler.config import load_config_text
 from autoscaler.lint import MANAGED_ANNOTATION, load_inputs
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
 CONFIG = REPO / "config" / "autoscaler.yaml"
-KUBE_ADAPTER = REPO / "autoscaler" / "kube.py"
-TELEMETRY = REPO / "autoscaler" / "telemetry.py"
+KUBE_ADAPTER = REPO / "autoscaler" / "adapters" / "kubernetes" / "client.py"
+TELEMETRY = REPO / "autoscaler" / "controller" / "telemetry.py"
 TREES = ["deploy/controller", "deploy/vllm", "deploy/vllm/base", "deploy/vllm/overlays/tp2",
          "deploy/vllm/overlays/air-gapped"]
 CONTROLLER_NAMESPACE = "vllm-queue-autoscaler"
 SA_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-# Metrics the deploy kit may query that autoscaler/telemetry.py does not export yet (none now).
+# Metrics the deploy kit may query that autoscaler/controller/telemetry.py does not export yet (none now).
 PENDING_METRICS: set[str] = set()
 
 
@@ -267,7 +267,7 @@ def _api_call(class_name: str, method: str) -> tuple[str, str, str]:
 
 
 def adapter_calls() -> set[tuple[str, str, str]]:
-    """Every (apiGroup, resource, verb) autoscaler/kube.py can call: each `self._<api>.<method>`
+    """Every (apiGroup, resource, verb) autoscaler/adapters/kubernetes/client.py can call: each `self._<api>.<method>`
     it references, where `self._<api> = k8s_client.<Api>(...)` in the same file."""
     tree = ast.parse(KUBE_ADAPTER.read_text())
     apis: dict[str, str] = {}
@@ -352,10 +352,10 @@ def test_rbac_grants_exactly_the_adapters_calls(built: dict[str, list[dict[str, 
 
 def test_state_configmap_and_lease_are_only_used_in_the_controller_namespace() -> None:
     """What makes NAMESPACE_LOCAL true: the callers pass the controller's own namespace."""
-    loop = (REPO / "autoscaler" / "loop.py").read_text()
+    loop = (REPO / "autoscaler" / "controller" / "loop.py").read_text()
     calls = re.findall(r"\.(read_state|write_state)\(([^,]+),", loop)
     assert calls and all(arg.strip() == "self.controller_namespace" for _, arg in calls), calls
-    leader = (REPO / "autoscaler" / "leader.py").read_text()
+    leader = (REPO / "autoscaler" / "controller" / "leader.py").read_text()
     calls = re.findall(r"\.(read_lease|create_lease|replace_lease)\(([^,]+),", leader)
     assert calls and all(re.fullmatch(r"\w+\.namespace", arg.strip()) for _, arg in calls), calls
 
@@ -468,7 +468,7 @@ def test_dockerfile_is_multi_stage_pinned_and_non_root() -> None:
 
 
 def _exported_metrics() -> set[str]:
-    """Metric names autoscaler/telemetry.py exports (counters get _total, histograms _bucket...)."""
+    """Metric names autoscaler/controller/telemetry.py exports (counters get _total, histograms _bucket...)."""
     names = set()
     for kind, name in re.findall(r"\b(Gauge|Counter|Histogram)\(\s*\"(vllm_autoscaler_\w+)\"", TELEMETRY.read_text()):
         suffixes = {"Gauge": [""], "Counter": ["_total"], "Histogram": ["_bucket", "_sum", "_count"]}[kind]
@@ -631,7 +631,7 @@ def test_dashboard_has_the_panels_and_queries_real_metrics() -> None:
     assert vllm_metrics == {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
                             "vllm:gpu_cache_usage_perc"}
     # the metric names the controller itself reads from vLLM
-    source = (REPO / "autoscaler" / "prometheus_source.py").read_text()
+    source = (REPO / "autoscaler" / "adapters" / "prometheus" / "queries.py").read_text()
     assert all(f'"{m}"' in source for m in vllm_metrics - {"vllm:num_requests_running"})
 
 

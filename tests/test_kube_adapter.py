@@ -1,4 +1,4 @@
-"""autoscaler.cluster (value types and rules, as tables) and autoscaler.kube (the adapter,
+"""autoscaler.adapters.kubernetes.objects (value types and rules, as tables) and autoscaler.adapters.kubernetes (the adapter,
 against the in-process API test server, through the official client)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from autoscaler.cluster import (
+from autoscaler.adapters.kubernetes.objects import (
     ClusterSnapshot,
     DeploymentInfo,
     HPAInfo,
@@ -22,7 +22,7 @@ from autoscaler.cluster import (
     parse_time,
     rollout_in_progress,
 )
-from autoscaler.kube import (
+from autoscaler.adapters.kubernetes import (
     KubeClient,
     KubeConflict,
     KubeError,

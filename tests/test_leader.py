@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.kube import KubeClient
-from autoscaler.leader import LeaderElector, LeaseSettings
+from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.controller.leader import LeaderElector, LeaseSettings
 from tests.kube_api_server import KubeApiServer
 
 NS = "autoscaler"

@@ -7,7 +7,7 @@ import json
 
 import structlog
 
-from autoscaler.logs import REDACTED, configure_logging, redact_secrets
+from autoscaler.controller.logs import REDACTED, configure_logging, redact_secrets
 
 
 def test_redact_secrets_at_any_depth() -> None:

@@ -21,9 +21,9 @@ import yaml
 from structlog.testing import capture_logs
 
 from autoscaler.config import ConfigWatcher
-from autoscaler.kube import KubeClient
-from autoscaler.loop import Controller
-from autoscaler.telemetry import ControllerMetrics, HealthServer
+from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.telemetry import ControllerMetrics, HealthServer
 from tests.kube_api_server import KubeApiServer, deployment, hpa, node, pod
 from tests.prometheus_server import PrometheusServer
 from tests.vllm_exporter import VllmExporter

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import time
 
-from autoscaler.cluster import ClusterSnapshot, DeploymentInfo, snapshot_from_objects
-from autoscaler.observe import build_observation
+from autoscaler.adapters.kubernetes.objects import ClusterSnapshot, DeploymentInfo, snapshot_from_objects
+from autoscaler.controller.observe import build_observation
 from autoscaler.policy import MetricSample, PodStage
-from autoscaler.prometheus_source import PodMetrics
+from autoscaler.adapters.prometheus import PodMetrics
 from tests.kube_api_server import deployment, node, pod
 
 NOW = time.time()

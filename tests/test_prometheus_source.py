@@ -1,4 +1,4 @@
-"""autoscaler.prometheus_source: parser tables, error handling against a fake HTTP server, and
+"""autoscaler.adapters.prometheus: parser tables, error handling against a fake HTTP server, and
 integration with a real Prometheus scraping the fake vLLM exporter (marked `integration`)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.policy.types import MetricSample, SampleHealth
-from autoscaler.prometheus_source import (
+from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
     KV_METRIC,
     KV_METRIC_LEGACY,

@@ -1,4 +1,4 @@
-"""Escaping helpers of autoscaler.promql: tables of hostile names plus round-trip properties.
+"""Escaping helpers of autoscaler.adapters.prometheus.promql: tables of hostile names plus round-trip properties.
 
 Round trips use a reference decoder of PromQL/Go double-quoted strings (below) and Python's
 `re`, whose semantics for backslash-escaped metacharacters match RE2's.
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.promql import (
+from autoscaler.adapters.prometheus.promql import (
     equal_matcher,
     quote_string,
     regex_alternation,

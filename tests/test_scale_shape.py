@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from autoscaler.config import ConfigWatcher
-from autoscaler.kube import PER_NAMESPACE_LIST_LIMIT, KubeClient
-from autoscaler.loop import Controller
-from autoscaler.prometheus_source import SIGNALS
+from autoscaler.adapters.kubernetes import PER_NAMESPACE_LIST_LIMIT, KubeClient
+from autoscaler.controller.loop import Controller
+from autoscaler.adapters.prometheus import SIGNALS
 from tests.kube_api_server import KubeApiServer, deployment, node, pod
 from tests.security.stub_prometheus import StubPrometheus
 

@@ -10,8 +10,20 @@ Modules: `loader` (multi-document YAML with line numbers; files, folders, stdin)
 `report` (text and JSON). Nothing here talks to a cluster or imports `kubernetes`.
 """
 
-from autoscaler.lint.findings import DEFAULT_MODEL_LOAD_SECONDS, Finding, LintOptions, ObjectRef, Severity
-from autoscaler.lint.loader import Document, InputError, LoadResult, load_inputs, load_text
+from autoscaler.lint.findings import (
+    DEFAULT_MODEL_LOAD_SECONDS,
+    Finding,
+    LintOptions,
+    ObjectRef,
+    Severity,
+)
+from autoscaler.lint.loader import (
+    Document,
+    InputError,
+    LoadResult,
+    load_inputs,
+    load_text,
+)
 from autoscaler.lint.rules import RULES, LintContext, Rule, lint, resolve_rule
 from autoscaler.lint.workload import LINT_IGNORE_ANNOTATION, MANAGED_ANNOTATION
 

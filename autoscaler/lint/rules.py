@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from autoscaler.cluster import LabelSelector, Taint, Toleration
+from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration
 from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
 from autoscaler.lint.loader import Document, YList, YMap, line_of
 from autoscaler.lint.workload import (

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.cluster import parse_quantity
+from autoscaler.adapters.kubernetes.objects import parse_quantity
 from autoscaler.lint.loader import Document, YList, YMap
 
 __all__ = [

@@ -15,11 +15,21 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy.demand import Demand, arrival_rate, compute_demand, fleet_throughput, throughput_partial
+from autoscaler.policy.demand import (
+    Demand,
+    arrival_rate,
+    compute_demand,
+    fleet_throughput,
+    throughput_partial,
+)
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
 from autoscaler.policy.health import assess_health
 from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight
-from autoscaler.policy.lead_time import estimate_lead_time, learn_lead_times, node_needed
+from autoscaler.policy.lead_time import (
+    estimate_lead_time,
+    learn_lead_times,
+    node_needed,
+)
 from autoscaler.policy.limits import apply_limits, record_event
 from autoscaler.policy.params import PolicyParams
 from autoscaler.policy.stabilize import stabilize

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 from autoscaler.policy.types import MetricSample, ReadyPod, fast_init
 
-
 # A saturated replica finishing fewer requests than this is stuck, not slow: the rate model
 # would divide by (almost) zero, so the batch model is used instead.
 MIN_THROUGHPUT_PER_SECOND = 1e-3

@@ -460,9 +460,17 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def read_recording(path: str | Path) -> Recording:
-    """Read and validate a recording, or a plain Prometheus query_range JSON export (see
-    `autoscaler.replay.prom_export`). Raises `RecordingError` with a one-line message."""
+class ExportText(NamedTuple):
+    """A file that is not a recording but one JSON document: a plain Prometheus query_range export,
+    converted by `autoscaler.replay.prom_export` (see `autoscaler.replay.reader.read_recording`)."""
+
+    text: str
+    source: str
+
+
+def read_native(path: str | Path) -> Recording | ExportText:
+    """Read and validate a recording; a file that is one JSON document instead comes back as its
+    text. Raises `RecordingError` with a one-line message."""
     with no_gc():
         return _read_recording(path)
 
@@ -476,7 +484,7 @@ def _open(p: Path, gz: bool, source: str) -> io.BufferedIOBase:
         raise RecordingError(f"{source}: cannot open: {exc}") from None
 
 
-def _read_export(p: Path, gz: bool, source: str) -> Recording:
+def _read_export(p: Path, gz: bool, source: str) -> ExportText:
     """The whole file as text (universal newlines, as `json` reads it): a query_range export."""
     try:
         fh: IO[str] = gzip.open(p, "rt", encoding="utf-8") if gz else open(p, encoding="utf-8")  # noqa: SIM115
@@ -484,12 +492,10 @@ def _read_export(p: Path, gz: bool, source: str) -> Recording:
         raise RecordingError(f"{source}: cannot open: {exc}") from None
     with fh:
         text = "".join(line for _, line in _lines(fh, source))
-    from autoscaler.replay.prom_export import recording_from_export
-
-    return recording_from_export(text, source)
+    return ExportText(text, source)
 
 
-def _read_recording(path: str | Path) -> Recording:
+def _read_recording(path: str | Path) -> Recording | ExportText:
     p = Path(path)
     source = str(path)
     try:

@@ -14,12 +14,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from autoscaler.baselines.hpa import HpaParams, HpaState, hpa_decide, parse_baseline
 from autoscaler.config import AutoscalerConfig, load_config_file
-from autoscaler.policy import Observation, PodInFlight, PodStartup, PolicyParams, PolicyState, ReadyPod, decide
+from autoscaler.policy import (
+    Observation,
+    PodInFlight,
+    PodStartup,
+    PolicyParams,
+    PolicyState,
+    ReadyPod,
+    decide,
+)
 from autoscaler.policy.types import fast_init
 from autoscaler.replay.format import Recording, RecordingError, Step, no_gc
-from autoscaler.replay.hpa import HpaParams, HpaState, hpa_decide, parse_baseline
-
 
 _STARTUPS: dict[tuple[float, float | None, float | None], PodStartup] = {}  # immutable values, shared
 
@@ -103,7 +110,7 @@ class CorePolicy:
 
 
 class HpaPolicy:
-    """The `hpa-queue` baseline (`autoscaler.replay.hpa`)."""
+    """The `hpa-queue` baseline (`autoscaler.baselines.hpa`)."""
 
     def __init__(self, name: str, params: HpaParams) -> None:
         self.name = name

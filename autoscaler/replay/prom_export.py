@@ -24,8 +24,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from autoscaler.policy.types import MetricSample
-from autoscaler.prometheus_source import (
+from autoscaler.adapters.prometheus import (
     COMPLETED_METRIC,
     KV_METRIC,
     KV_METRIC_LEGACY,
@@ -35,7 +34,14 @@ from autoscaler.prometheus_source import (
     Series,
     parse_matrix,
 )
-from autoscaler.replay.format import Header, RecordedPod, Recording, RecordingError, Step
+from autoscaler.policy.types import MetricSample
+from autoscaler.replay.format import (
+    Header,
+    RecordedPod,
+    Recording,
+    RecordingError,
+    Step,
+)
 
 _GAUGES = (WAITING_METRIC, RUNNING_METRIC, KV_METRIC, KV_METRIC_LEGACY)
 

@@ -24,15 +24,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from autoscaler.policy.types import MetricSample, PodStage
-from autoscaler.promql import quote_string, regex_matcher
-from autoscaler.prometheus_source import (
+from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
     KV_METRIC,
     KV_METRIC_LEGACY,
     Series,
     build_target_queries,
 )
+from autoscaler.adapters.prometheus.promql import quote_string, regex_matcher
+from autoscaler.policy.types import MetricSample, PodStage
 from autoscaler.replay.format import Header, RecordedPod, Step
 
 SIGNAL_QUERY_KEYS = ("waiting", "running", "kv", "kv_legacy", "completed")

@@ -12,8 +12,20 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, schedule_cost, work_per_bin
-from autoscaler.sim.policies import POLICIES, Policy, PolicySpec, make_policy, queue_lead_spec
+from autoscaler.sim.oracle import (
+    BIN_S,
+    OraclePolicy,
+    need_replicas,
+    schedule_cost,
+    work_per_bin,
+)
+from autoscaler.sim.policies import (
+    POLICIES,
+    Policy,
+    PolicySpec,
+    make_policy,
+    queue_lead_spec,
+)
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo

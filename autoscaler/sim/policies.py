@@ -16,6 +16,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from autoscaler.baselines.hpa import (
+    HpaDecision,
+    HpaParams,
+    HpaState,
+    hpa_decide,
+    hpa_sync,
+)
 from autoscaler.policy import (
     Decision,
     MetricSample,
@@ -27,7 +34,6 @@ from autoscaler.policy import (
     ReadyPod,
     decide,
 )
-from autoscaler.replay.hpa import HpaDecision, HpaParams, HpaState, hpa_decide, hpa_sync
 from autoscaler.sim.cluster import ClusterView
 
 
@@ -39,9 +45,9 @@ class Policy(Protocol):
 
 
 def view_observation(view: ClusterView) -> Observation:
-    """What the live loop would observe of this view (autoscaler/observe.py): per ready pod its
+    """What the live loop would observe of this view (autoscaler/controller/observe.py): per ready pod its
     scraped gauges with their sample time, the pods in flight with stage and timestamps, the
-    free GPUs. queue-lead's `decide()` and the HPA model (`autoscaler.replay.hpa`) read it."""
+    free GPUs. queue-lead's `decide()` and the HPA model (`autoscaler.baselines.hpa`) read it."""
     ready = []
     for p in view.ready:
         ts = p.sample_t if p.sample_t is not None else 0.0
@@ -61,7 +67,7 @@ def view_observation(view: ClusterView) -> Observation:
 # --------------------------------------------------------------------------------- queue-lead
 class QueueLead:
     """Ours: the pure decision core `autoscaler.policy.decide()`, driven exactly as the live loop
-    drives it (autoscaler/loop.py, observe.py): every `tick_seconds` (15) an `Observation` of the
+    drives it (autoscaler/controller/loop.py, observe.py): every `tick_seconds` (15) an `Observation` of the
     Prometheus-scraped `vllm:num_requests_waiting`, `vllm:num_requests_running`,
     `vllm:kv_cache_usage_perc` and rate(vllm:request_success_total[1m]) per ready pod, the pods in
     flight with their stage and timestamps, and the free GPUs of the node pool."""
@@ -84,7 +90,7 @@ class QueueLead:
 class HpaQueue:
     """HPA v2 on a Pods metric `vllm:num_requests_waiting` (prometheus-adapter), target
     AverageValue 5, default behavior, tolerance 10 %, sync every 15 s: the replay's pure model
-    of the HPA controller (`autoscaler.replay.hpa.hpa_decide`, which follows kubernetes
+    of the HPA controller (`autoscaler.baselines.hpa.hpa_decide`, which follows kubernetes
     pkg/controller/podautoscaler: `calcPlainMetricReplicas`, `groupPods`,
     `normalizeDesiredReplicasWithBehaviors`), fed what the live loop would observe. One HPA model
     for replay and simulator.
@@ -117,7 +123,7 @@ class Keda:
     KEDA hands the HPA an External metric with an AverageValue target (the threshold), so the
     HPA computes `GetExternalPerPodMetricReplicas`: ratio = sum / (5 * current replicas); outside
     the 10 % tolerance, ceil(sum / 5); then the same HPA sync and default behavior as `hpa-queue`
-    (`autoscaler.replay.hpa.hpa_sync`). cooldownPeriod only governs scaling to zero
+    (`autoscaler.baselines.hpa.hpa_sync`). cooldownPeriod only governs scaling to zero
     (minReplicaCount 0), so with min 1 it never acts. We sum the query
     (`sum(vllm:num_requests_waiting)`): KEDA's Prometheus scaler rejects a query that returns
     one series per pod; an empty answer reads as 0 (`ignoreNullValues`, default true:

@@ -17,10 +17,10 @@ from typing import Any
 import yaml
 
 from autoscaler.config import ConfigWatcher, PrometheusSettings
-from autoscaler.kube import KubeClient
-from autoscaler.loop import Controller, TargetOutcome
-from autoscaler.prometheus_source import PrometheusSource
-from autoscaler.telemetry import ControllerMetrics
+from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.controller.loop import Controller, TargetOutcome
+from autoscaler.adapters.prometheus import PrometheusSource
+from autoscaler.controller.telemetry import ControllerMetrics
 from tests.faults.prometheus_proxy import PrometheusProxy
 from tests.kube_api_server import KubeApiServer, deployment, node, pod
 from tests.prometheus_server import PrometheusServer

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.kube import KubeClient
-from autoscaler.leader import LeaderElector, LeaseSettings
+from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.controller.leader import LeaderElector, LeaseSettings
 from tests.faults.harness import (
     NAME,
     NS,

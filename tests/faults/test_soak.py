@@ -11,7 +11,7 @@ with faults injected at random (fixed seed), and the invariants checked at every
 The fleet is `tests/policy/fluid.py` (per-pod queues, least-outstanding routing, 300 s from
 asking for a replica to its first request). The load is diurnal (a sinusoid between 2 and 14
 req/s, a replica serving 1.6) plus random bursts. The faults are what the loop hands the core
-when things break (see `autoscaler/observe.py` and `autoscaler/loop.py`): every ready pod
+when things break (see `autoscaler/controller/observe.py` and `autoscaler/controller/loop.py`): every ready pod
 absent (Prometheus down or answering badly), some pods absent, stale samples, NaN or +Inf
 values, a readiness flap, a rollout, the cluster unreadable (no decision that tick), and a
 failed scale patch (the decision is not carried out and leaves no scale event in the state,
@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.loop import _without_actions
+from autoscaler.controller.loop import _without_actions
 from autoscaler.policy import (
     MetricSample,
     Observation,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.prometheus_source import (
+from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
     PodMetrics,
     PrometheusBadResponse,

@@ -10,10 +10,15 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from autoscaler.baselines.hpa import HpaParams
 from autoscaler.policy import PolicyParams
-from autoscaler.replay.closed_loop import RebuiltTrace, RecordingPolicy, arrival_rates, counterfactual
-from autoscaler.replay.hpa import HpaParams
 from autoscaler.replay.open_loop import CorePolicy, HpaPolicy
+from autoscaler.sim.counterfactual import (
+    RebuiltTrace,
+    RecordingPolicy,
+    arrival_rates,
+    counterfactual,
+)
 from autoscaler.sim.policies import HpaQueue
 from autoscaler.sim.profile import load_profile
 from autoscaler.sim.runner import RunConfig, run

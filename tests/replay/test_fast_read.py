@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from autoscaler.baselines.hpa import HpaParams
 from autoscaler.policy import Observation, PolicyParams
 from autoscaler.replay import format as fmt
-from autoscaler.replay.format import RecordingError, decode_step, read_recording
-from autoscaler.replay.hpa import HpaParams
+from autoscaler.replay.format import RecordingError, decode_step
 from autoscaler.replay.open_loop import CorePolicy, HpaPolicy, observation_of, replay
+from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
 HEADER = {"format": "vqa-recording", "version": 1, "target": {"namespace": "llm", "deployment": "qwen"},

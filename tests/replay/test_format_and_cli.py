@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from autoscaler.baselines.hpa import HpaParams
 from autoscaler.cli import main
 from autoscaler.policy.types import MetricSample, PodStage
 from autoscaler.replay.format import (
@@ -19,11 +20,10 @@ from autoscaler.replay.format import (
     RecordedPod,
     RecordingError,
     Step,
-    read_recording,
     write_recording,
 )
-from autoscaler.replay.hpa import HpaParams
 from autoscaler.replay.open_loop import HpaPolicy
+from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
 CONFIG = """

@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.policy.types import MetricSample, Observation, PodInFlight, PodStage, PodStartup, ReadyPod
+from autoscaler.baselines.hpa import (
+    HpaParams,
+    HpaState,
+    hpa_decide,
+    metric_replicas,
+    parse_baseline,
+)
+from autoscaler.policy.types import (
+    MetricSample,
+    Observation,
+    PodInFlight,
+    PodStage,
+    PodStartup,
+    ReadyPod,
+)
 from autoscaler.replay.format import Recording
-from autoscaler.replay.hpa import HpaParams, HpaState, hpa_decide, metric_replicas, parse_baseline
 from autoscaler.replay.open_loop import HpaPolicy, replay
 from autoscaler.replay.synthetic import diurnal_load, generate
 
@@ -91,7 +104,7 @@ def test_replaying_hpa_queue_reproduces_the_hpa_timeline(
 def test_hpa_sync_wraps_any_metric_proposal() -> None:
     """`hpa_sync` is reconcileAutoscaler around a metric: bounds first (the metric is not even
     read), an unusable metric holds, a proposal goes through the behavior (here +100 %/+4 per 15 s)."""
-    from autoscaler.replay.hpa import hpa_sync
+    from autoscaler.baselines.hpa import hpa_sync
 
     params = HpaParams(max_replicas=10)
     calls: list[int] = []

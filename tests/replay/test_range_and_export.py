@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.prometheus_source import (
+from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
     PrometheusBadResponse,
     build_target_queries,
     parse_matrix,
     split_range,
 )
-from autoscaler.replay.format import RecordingError, read_recording
+from autoscaler.replay.format import RecordingError
+from autoscaler.replay.reader import read_recording
 from autoscaler.replay.recorder import RawResults, assemble, deployment_pod_regex
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "prometheus_api" / "prometheus_api_query_range_matrix_example.json"

@@ -19,14 +19,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.adapters.prometheus import PrometheusSource, split_range
 from autoscaler.cli import main
 from autoscaler.config import ConfigWatcher
-from autoscaler.kube import KubeClient
-from autoscaler.loop import Controller
+from autoscaler.controller.loop import Controller
 from autoscaler.policy import Decision, Observation
-from autoscaler.prometheus_source import PrometheusSource, split_range
-from autoscaler.replay.format import read_recording
 from autoscaler.replay.open_loop import load_policy, observation_of, replay
+from autoscaler.replay.reader import read_recording
 from tests.kube_api_server import KubeApiServer, deployment, pod
 from tests.prometheus_server import PrometheusServer
 from tests.replay.ksm_exporter import KsmExporter

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from autoscaler.prometheus_source import PrometheusSource, build_queries
+from autoscaler.adapters.prometheus import PrometheusSource, build_queries
 from tests.prometheus_server import PrometheusServer
 from tests.vllm_exporter import VllmExporter
 

@@ -20,8 +20,8 @@ from structlog.testing import capture_logs
 
 from autoscaler.cli import main
 from autoscaler.config import ConfigWatcher
-from autoscaler.kube import KubeClient
-from autoscaler.loop import Controller
+from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.controller.loop import Controller
 from tests.kube_api_server import KubeApiServer, deployment, node, pod
 from tests.security.stub_prometheus import StubPrometheus
 

@@ -11,8 +11,8 @@ import pytest
 import urllib3  # noqa: F401 - named in the warning filter
 
 from autoscaler.config import PrometheusSettings, load_config_text
-from autoscaler.loop import default_prometheus_factory
-from autoscaler.prometheus_source import PrometheusSource, PrometheusUnavailable
+from autoscaler.controller.loop import default_prometheus_factory
+from autoscaler.adapters.prometheus import PrometheusSource, PrometheusUnavailable
 from tests.security.stub_prometheus import StubPrometheus, self_signed_certificate
 
 pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")

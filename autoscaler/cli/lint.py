@@ -12,7 +12,14 @@ import sys
 import click
 from rich.console import Console
 
-from autoscaler.lint import DEFAULT_MODEL_LOAD_SECONDS, LintOptions, Severity, lint, load_inputs, resolve_rule
+from autoscaler.lint import (
+    DEFAULT_MODEL_LOAD_SECONDS,
+    LintOptions,
+    Severity,
+    lint,
+    load_inputs,
+    resolve_rule,
+)
 from autoscaler.lint.report import render_json, render_rules, render_text
 
 EXIT_FINDINGS = 1

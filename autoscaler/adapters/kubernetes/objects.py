@@ -2,7 +2,7 @@
 
 This module never imports `kubernetes`: it works on the plain JSON objects the API server
 returns (`metadata`, `spec`, `status` as dicts, camelCase keys), so that conversions and rules
-can be tested with literal dicts. `autoscaler.kube` does the I/O and calls the `from_object`
+can be tested with literal dicts. `autoscaler.adapters.kubernetes` does the I/O and calls the `from_object`
 parsers below.
 
 All times are Unix seconds (float). RFC 3339 timestamps are parsed with `parse_time`.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
 
 from autoscaler.policy.types import PodStage, PodStartup

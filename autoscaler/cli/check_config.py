@@ -16,7 +16,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autoscaler.config import AutoscalerConfig, ConfigError, TargetConfig, load_config_file, load_config_text
+from autoscaler.config import (
+    AutoscalerConfig,
+    ConfigError,
+    TargetConfig,
+    load_config_file,
+    load_config_text,
+)
 from autoscaler.policy.params import PolicyParams
 
 EXIT_INVALID = 2

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from autoscaler.cluster import ClusterSnapshot, DeploymentInfo
+from autoscaler.adapters.kubernetes.objects import ClusterSnapshot, DeploymentInfo
+from autoscaler.adapters.prometheus import PodMetrics
 from autoscaler.policy.types import Observation, PodInFlight, ReadyPod
-from autoscaler.prometheus_source import PodMetrics
 
 
 def build_observation(

@@ -24,12 +24,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from datetime import UTC, datetime
-from autoscaler.kube import KubeClient, KubeConflict, KubeError
+from autoscaler.adapters.kubernetes import KubeClient, KubeConflict, KubeError
 
 
 def micro_time(ts: float) -> str:

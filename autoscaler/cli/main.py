@@ -15,11 +15,11 @@ def main() -> None:
 
 def _register() -> None:
     # Subcommands register themselves here; imports are local so `--help` stays fast.
-    from autoscaler.cli_check_config import check_config
-    from autoscaler.cli_lint import lint_command
-    from autoscaler.cli_replay import record, replay
-    from autoscaler.cli_run import run
-    from autoscaler.cli_simulate import simulate
+    from autoscaler.cli.check_config import check_config
+    from autoscaler.cli.lint import lint_command
+    from autoscaler.cli.replay import record, replay
+    from autoscaler.cli.run import run
+    from autoscaler.cli.simulate import simulate
 
     main.add_command(run)
     main.add_command(check_config)

@@ -20,9 +20,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.cluster import ClusterSnapshot
-from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
-from autoscaler.kube import (
+from autoscaler.adapters.kubernetes import (
     KubeClient,
     KubeError,
     KubeFenced,
@@ -31,11 +29,13 @@ from autoscaler.kube import (
     KubeTimeout,
     KubeUnavailable,
 )
-from autoscaler.observe import build_observation
+from autoscaler.adapters.kubernetes.objects import ClusterSnapshot
+from autoscaler.adapters.prometheus import PodMetrics, PrometheusError, PrometheusSource
+from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
+from autoscaler.controller.observe import build_observation
+from autoscaler.controller.telemetry import ControllerMetrics
 from autoscaler.policy import Decision, LeadTimeState, Observation, PolicyState, decide
 from autoscaler.policy.limits import bounds
-from autoscaler.prometheus_source import PodMetrics, PrometheusError, PrometheusSource
-from autoscaler.telemetry import ControllerMetrics
 
 PrometheusFactory = Callable[[PrometheusSettings], PrometheusSource]
 

@@ -12,12 +12,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from autoscaler.adapters.kubernetes import KubeClient
 from autoscaler.config import ConfigError, ConfigWatcher
-from autoscaler.kube import KubeClient
-from autoscaler.leader import LeaderElector, LeaseSettings
-from autoscaler.logs import configure_logging
-from autoscaler.loop import Controller, TargetOutcome, run_forever
-from autoscaler.telemetry import ControllerMetrics, HealthServer
+from autoscaler.controller.leader import LeaderElector, LeaseSettings
+from autoscaler.controller.logs import configure_logging
+from autoscaler.controller.loop import Controller, TargetOutcome, run_forever
+from autoscaler.controller.telemetry import ControllerMetrics, HealthServer
 
 DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
 

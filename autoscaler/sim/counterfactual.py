@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from autoscaler.baselines.hpa import HpaParams
 from autoscaler.policy import MetricSample, PolicyParams
 from autoscaler.replay.format import Header, RecordedPod, Recording, Step
-from autoscaler.replay.hpa import HpaParams
 from autoscaler.sim.cluster import ClusterView
 from autoscaler.sim.policies import HpaQueue, Policy, QueueLead
 from autoscaler.sim.profile import Profile

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import yaml
 
-from autoscaler.cli_errors import fail
+from autoscaler.cli.errors import fail
 
 
 @click.command("simulate")
@@ -42,7 +42,14 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    from autoscaler.sim.experiment import Scenario, default_knob, prepare, run_many, run_one, sweep_jobs
+    from autoscaler.sim.experiment import (
+        Scenario,
+        default_knob,
+        prepare,
+        run_many,
+        run_one,
+        sweep_jobs,
+    )
     from autoscaler.sim.policies import POLICIES
     from autoscaler.sim.runner import RunResult
     from autoscaler.sim.scoreboard import markdown, rich_table, to_json

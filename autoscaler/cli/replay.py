@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from autoscaler.cli_errors import fail
+from autoscaler.cli.errors import fail
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d|w))")
 
@@ -82,7 +82,7 @@ def record(
     ca_file: str | None, insecure_skip_tls_verify: bool, quiet: bool,
 ) -> None:
     """Record every series the decision core reads for one Deployment into one file."""
-    from autoscaler.prometheus_source import PrometheusError, PrometheusSource
+    from autoscaler.adapters.prometheus import PrometheusError, PrometheusSource
     from autoscaler.replay.format import write_recording
     from autoscaler.replay.recorder import record as do_record
 
@@ -156,9 +156,10 @@ def replay(
     from rich.console import Console
     from rich.progress import Progress
 
-    from autoscaler.replay.format import RecordingError, read_recording
+    from autoscaler.replay.format import RecordingError
     from autoscaler.replay.open_loop import load_policy
     from autoscaler.replay.open_loop import replay as do_replay
+    from autoscaler.replay.reader import read_recording
     from autoscaler.replay.report import plot, print_report, to_json, write_json
 
     if len(configs) > 2:
@@ -214,7 +215,7 @@ def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[
     from autoscaler.replay.open_loop import load_policy
 
     try:
-        from autoscaler.replay.closed_loop import counterfactual
+        from autoscaler.sim.counterfactual import counterfactual
         from autoscaler.sim.profile import load_profile
     except ImportError as exc:
         fail(f"--closed-loop needs the simulator's dependencies (numpy): {exc}")

@@ -1,0 +1,5 @@
+"""The `autoscaler` command line: one module per subcommand."""
+
+from autoscaler.cli.main import main
+
+__all__ = ["main"]

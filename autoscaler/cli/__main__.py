@@ -1,0 +1,3 @@
+from autoscaler.cli.main import main
+
+main()

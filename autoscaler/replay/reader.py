@@ -1,0 +1,18 @@
+"""Reading what `autoscaler replay --metrics` accepts: a recording, or a plain Prometheus
+query_range JSON export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoscaler.replay.format import ExportText, Recording, read_native
+from autoscaler.replay.prom_export import recording_from_export
+
+
+def read_recording(path: str | Path) -> Recording:
+    """Read and validate a recording, or a plain Prometheus query_range JSON export (see
+    `autoscaler.replay.prom_export`). Raises `RecordingError` with a one-line message."""
+    native = read_native(path)
+    if isinstance(native, ExportText):
+        return recording_from_export(native.text, native.source)
+    return native
