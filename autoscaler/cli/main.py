@@ -17,7 +17,8 @@ def _register() -> None:
     # Subcommands register themselves here; imports are local so `--help` stays fast.
     from autoscaler.cli.check_config import check_config
     from autoscaler.cli.lint import lint_command
-    from autoscaler.cli.replay import record, replay
+    from autoscaler.cli.record import record
+    from autoscaler.cli.replay import replay
     from autoscaler.cli.run import run
     from autoscaler.cli.simulate import simulate
 

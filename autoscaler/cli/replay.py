@@ -1,4 +1,4 @@
-"""`autoscaler record` and `autoscaler replay`: what-if replay against recorded metrics.
+"""`autoscaler replay`: what-if replay against recorded metrics.
 
 Every failure the user can fix (unreadable, truncated or corrupt file, other format version,
 a series the policy needs missing, config without the target, Prometheus errors) prints one
@@ -7,129 +7,12 @@ line `error: ...` to stderr and exits 2.
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-import re
-import time
 from typing import Any
 
 import click
 
 from autoscaler.cli.errors import fail
-
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d|w))")
-
-
-def parse_duration(text: str) -> float:
-    """`15s`, `1m30s`, `24h`, `7d`, or plain seconds -> seconds."""
-    s = text.strip()
-    try:
-        return float(s)
-    except ValueError:
-        pass
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * units[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 15s, 5m, 24h, 7d)")
-    return total
-
-
-def parse_time(text: str) -> float:
-    """Unix seconds or an ISO-8601 time (UTC when no offset is given)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"not a time: {text!r} (Unix seconds or ISO 8601)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.timestamp()
-
-
-def _target(text: str) -> tuple[str, str]:
-    ns, sep, name = text.partition("/")
-    if not sep or not ns or not name or "/" in name:
-        raise ValueError(f"--target must be NAMESPACE/DEPLOYMENT, got {text!r}")
-    return ns, name
-
-
-@click.command("record")
-@click.option("--prometheus", "prometheus_url", required=True, help="Prometheus base URL.")
-@click.option("--target", required=True, help="NAMESPACE/DEPLOYMENT to record.")
-@click.option("--since", default="24h", show_default=True, help="How far back from --end.")
-@click.option("--start", "start_text", default=None, help="Start (Unix seconds or ISO 8601); overrides --since.")
-@click.option("--end", "end_text", default=None, help="End (Unix seconds or ISO 8601); default: now, on the step grid.")
-@click.option("--step", default="15s", show_default=True, help="Evaluation step (the controller's tick).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.jsonl.gz).")
-@click.option("--pod-regex", default=None, help="RE2 regex of the Deployment's pod names (default NAME-<hash>-<id>).")
-@click.option("--rate-window", default="60s", show_default=True, help="Window of rate(vllm:request_success_total).")
-@click.option("--timeout", "timeout_seconds", default=30.0, show_default=True, help="Timeout of one query, seconds.")
-@click.option("--bearer-token-file", default=None, type=click.Path(dir_okay=False), help="Bearer token file.")
-@click.option("--ca-file", default=None, type=click.Path(dir_okay=False), help="PEM CA bundle.")
-@click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify Prometheus' certificate.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
-def record(
-    prometheus_url: str, target: str, since: str, start_text: str | None, end_text: str | None, step: str,
-    out: str, pod_regex: str | None, rate_window: str, timeout_seconds: float, bearer_token_file: str | None,
-    ca_file: str | None, insecure_skip_tls_verify: bool, quiet: bool,
-) -> None:
-    """Record every series the decision core reads for one Deployment into one file."""
-    from autoscaler.adapters.prometheus import PrometheusError, PrometheusSource
-    from autoscaler.replay.format import write_recording
-    from autoscaler.replay.recorder import record as do_record
-
-    try:
-        namespace, deployment = _target(target)
-        step_seconds = parse_duration(step)
-        if not step_seconds > 0:
-            raise ValueError("--step must be > 0")
-        window = parse_duration(rate_window)
-        if window < 1 or window != int(window):
-            raise ValueError("--rate-window must be a whole number of seconds >= 1")
-        end = parse_time(end_text) if end_text else math.floor(time.time() / step_seconds) * step_seconds
-        start = parse_time(start_text) if start_text else end - parse_duration(since)
-        if end < start:
-            raise ValueError("--end is before --start")
-        token = None
-        if bearer_token_file:
-            with open(bearer_token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
-        source = PrometheusSource(
-            prometheus_url, timeout_seconds=timeout_seconds, bearer_token=token, ca_file=ca_file,
-            insecure_skip_tls_verify=insecure_skip_tls_verify,
-        )
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
-
-    def progress(done: int, total: int) -> None:
-        if not quiet:
-            click.echo(f"\rrecording: query {done}/{total}", nl=done == total, err=True)
-
-    try:
-        with source:
-            header, steps = do_record(
-                source, namespace=namespace, deployment=deployment, start=start, end=end,
-                step_seconds=step_seconds, pod_regex=pod_regex, rate_window_seconds=int(window),
-                prometheus_url=repr(source).split("url=")[1].split(",")[0].strip("'"), progress=progress,
-            )
-        n = write_recording(out, header, steps)
-    except PrometheusError as exc:
-        fail(f"Prometheus: {exc}")
-    except (OSError, ValueError) as exc:
-        fail(str(exc))
-    pods = len({p.name for s in steps for p in s.pods})
-    if not quiet:
-        click.echo(f"wrote {out}: {n} steps of {step_seconds:g} s, {pods} pods; "
-                   f"readiness from {header.metadata['readiness_source']}, spec from {header.metadata['spec_source']}",
-                   err=True)
+from autoscaler.cli.values import parse_target
 
 
 @click.command("replay")
@@ -166,7 +49,7 @@ def replay(
         fail("at most two --config")
     try:
         recording = read_recording(metrics)
-        ns, name = _target(target_text) if target_text else (recording.header.namespace, recording.header.deployment)
+        ns, name = parse_target(target_text) if target_text else (recording.header.namespace, recording.header.deployment)
         if not ns or not name:
             raise RecordingError(f"{metrics}: the recording names no target: pass --target NAMESPACE/DEPLOYMENT")
         policies = [load_policy(c, ns, name) for c in configs]

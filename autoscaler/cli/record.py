@@ -1,0 +1,86 @@
+"""`autoscaler record`: every series the decision core reads for one Deployment, from Prometheus
+into one recording file (`autoscaler replay --metrics`).
+
+Every failure the user can fix prints one line `error: ...` to stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import click
+
+from autoscaler.cli.errors import fail
+from autoscaler.cli.values import parse_duration, parse_target, parse_time
+
+
+@click.command("record")
+@click.option("--prometheus", "prometheus_url", required=True, help="Prometheus base URL.")
+@click.option("--target", required=True, help="NAMESPACE/DEPLOYMENT to record.")
+@click.option("--since", default="24h", show_default=True, help="How far back from --end.")
+@click.option("--start", "start_text", default=None, help="Start (Unix seconds or ISO 8601); overrides --since.")
+@click.option("--end", "end_text", default=None, help="End (Unix seconds or ISO 8601); default: now, on the step grid.")
+@click.option("--step", default="15s", show_default=True, help="Evaluation step (the controller's tick).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.jsonl.gz).")
+@click.option("--pod-regex", default=None, help="RE2 regex of the Deployment's pod names (default NAME-<hash>-<id>).")
+@click.option("--rate-window", default="60s", show_default=True, help="Window of rate(vllm:request_success_total).")
+@click.option("--timeout", "timeout_seconds", default=30.0, show_default=True, help="Timeout of one query, seconds.")
+@click.option("--bearer-token-file", default=None, type=click.Path(dir_okay=False), help="Bearer token file.")
+@click.option("--ca-file", default=None, type=click.Path(dir_okay=False), help="PEM CA bundle.")
+@click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify Prometheus' certificate.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def record(
+    prometheus_url: str, target: str, since: str, start_text: str | None, end_text: str | None, step: str,
+    out: str, pod_regex: str | None, rate_window: str, timeout_seconds: float, bearer_token_file: str | None,
+    ca_file: str | None, insecure_skip_tls_verify: bool, quiet: bool,
+) -> None:
+    """Record every series the decision core reads for one Deployment into one file."""
+    from autoscaler.adapters.prometheus import PrometheusError, PrometheusSource
+    from autoscaler.replay.format import write_recording
+    from autoscaler.replay.recorder import record as do_record
+
+    try:
+        namespace, deployment = parse_target(target)
+        step_seconds = parse_duration(step)
+        if not step_seconds > 0:
+            raise ValueError("--step must be > 0")
+        window = parse_duration(rate_window)
+        if window < 1 or window != int(window):
+            raise ValueError("--rate-window must be a whole number of seconds >= 1")
+        end = parse_time(end_text) if end_text else math.floor(time.time() / step_seconds) * step_seconds
+        start = parse_time(start_text) if start_text else end - parse_duration(since)
+        if end < start:
+            raise ValueError("--end is before --start")
+        token = None
+        if bearer_token_file:
+            with open(bearer_token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        source = PrometheusSource(
+            prometheus_url, timeout_seconds=timeout_seconds, bearer_token=token, ca_file=ca_file,
+            insecure_skip_tls_verify=insecure_skip_tls_verify,
+        )
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+
+    def progress(done: int, total: int) -> None:
+        if not quiet:
+            click.echo(f"\rrecording: query {done}/{total}", nl=done == total, err=True)
+
+    try:
+        with source:
+            header, steps = do_record(
+                source, namespace=namespace, deployment=deployment, start=start, end=end,
+                step_seconds=step_seconds, pod_regex=pod_regex, rate_window_seconds=int(window),
+                prometheus_url=repr(source).split("url=")[1].split(",")[0].strip("'"), progress=progress,
+            )
+        n = write_recording(out, header, steps)
+    except PrometheusError as exc:
+        fail(f"Prometheus: {exc}")
+    except (OSError, ValueError) as exc:
+        fail(str(exc))
+    pods = len({p.name for s in steps for p in s.pods})
+    if not quiet:
+        click.echo(f"wrote {out}: {n} steps of {step_seconds:g} s, {pods} pods; "
+                   f"readiness from {header.metadata['readiness_source']}, spec from {header.metadata['spec_source']}",
+                   err=True)
