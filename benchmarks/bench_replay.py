@@ -29,10 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoscaler.baselines.hpa import HpaParams
+from autoscaler.baselines.hpa import HpaParams, HpaQueue
+from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.policy import PolicyParams
 from autoscaler.replay.format import no_gc, write_recording
-from autoscaler.replay.open_loop import CorePolicy, HpaPolicy, observation_of
+from autoscaler.replay.open_loop import observation_of
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
@@ -46,16 +47,23 @@ SERVICE_RATE = 4.0
 HERE = Path(__file__).resolve().parent
 
 # What one timed run does, as a program: run here and, for --baseline, on an older tree (it
-# uses only APIs that have not changed since the replay exists).
+# uses only APIs that have not changed since the replay exists, and the replay's adapter of
+# decide() where it was before it moved to autoscaler.baselines).
 TIMED_RUN = """
 import json, sys, time
 from autoscaler.policy import PolicyParams
 from autoscaler.replay.reader import read_recording
-from autoscaler.replay.open_loop import CorePolicy, replay
+from autoscaler.replay.open_loop import replay
+try:
+    from autoscaler.baselines.queue_lead import QueueLead
+    policy = QueueLead(PolicyParams(max_replicas=int(sys.argv[2])), name="default")
+except ImportError:
+    from autoscaler.replay.open_loop import CorePolicy
+    policy = CorePolicy("default", PolicyParams(max_replicas=int(sys.argv[2])))
 w0, c0 = time.perf_counter(), time.process_time()
 recording = read_recording(sys.argv[1])
 w1, c1 = time.perf_counter(), time.process_time()
-result = replay(recording, CorePolicy("default", PolicyParams(max_replicas=int(sys.argv[2]))))
+result = replay(recording, policy)
 w2, c2 = time.perf_counter(), time.process_time()
 print(json.dumps({"read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds": c1 - c0,
                   "replay_cpu_seconds": c2 - c1,
@@ -69,7 +77,7 @@ def _recording() -> Path:
     cache.parent.mkdir(parents=True, exist_ok=True)
     if not cache.exists():
         started = time.perf_counter()
-        header, gen = generate(HpaPolicy("hpa-queue", HpaParams(max_replicas=MAX_REPLICAS)), steps=steps,
+        header, gen = generate(HpaQueue(HpaParams(max_replicas=MAX_REPLICAS)), steps=steps,
                                step_seconds=STEP, service_rate=SERVICE_RATE)
         write_recording(cache, header, gen)
         print(f"generated {cache} ({steps} steps) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
@@ -93,7 +101,7 @@ def _decide_seconds(recording: Path) -> float:
     """decide() alone over the observations of every step (built beforehand, not timed)."""
     rec = read_recording(recording)
     observations = [(observation_of(s), s.t) for s in rec.steps]
-    policy = CorePolicy("default", PolicyParams(max_replicas=MAX_REPLICAS))
+    policy = QueueLead(PolicyParams(max_replicas=MAX_REPLICAS), name="default")
     with no_gc():  # as replay() runs it
         started = time.perf_counter()
         for obs, now in observations:

@@ -1,6 +1,7 @@
 """The `hpa-queue` baseline: a HorizontalPodAutoscaler (autoscaling/v2) with one `Pods` metric,
 `vllm:num_requests_waiting`, target type AverageValue (default 5), and the default behavior.
-Pure: `hpa_decide(params, observation, state, now) -> (decision, new_state)`.
+Pure: `hpa_decide(params, observation, state, now) -> (decision, new_state)`; `HpaQueue` drives
+it, one sync per tick, for the simulator and the replay alike.
 
 Follows kubernetes pkg/controller/podautoscaler (release-1.30):
 
@@ -33,6 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from autoscaler.baselines.interface import ObservationAdapter, Outcome
 from autoscaler.policy.types import Observation, PodStage
 
 HPA_BASELINE_NAME = "hpa-queue"
@@ -282,3 +284,24 @@ def parse_baseline(spec: str) -> HpaParams | None:
     if params.min_replicas > params.max_replicas or params.target_average_value <= 0:
         raise ValueError(f"{spec}: need 0 < target and min <= max")
     return params
+
+
+class HpaQueue(ObservationAdapter[HpaParams, HpaState, HpaDecision]):
+    """HPA v2 on a Pods metric `vllm:num_requests_waiting` (prometheus-adapter), target
+    AverageValue 5, default behavior, tolerance 10 %, sync every 15 s: `hpa_decide` fed what the
+    live loop would observe, keeping its `HpaState` across syncs and the last `HpaDecision`.
+
+    Pending pods (unschedulable, container creating) count as 0 on a scale-up; pods without a
+    sample (loading, or ready but not yet scraped) are "missing": 0 on a scale-up, the target on
+    a scale-down, and a change of direction holds. Example: 2 ready pods waiting 12 and 8,
+    target 5: ratio 2.0, ceil(2.0 * 2) = 4 replicas."""
+
+    needs: tuple[str, ...] = ("waiting",)
+
+    def __init__(self, params: HpaParams, name: str = HPA_BASELINE_NAME) -> None:
+        super().__init__(name, params, HpaState(), 15.0, params.gpus_per_replica)
+
+    def __call__(self, observation: Observation, now: float) -> Outcome:
+        decision, self.state = hpa_decide(self.params, observation, self.state, now)
+        self.last = decision
+        return decision.desired_replicas, decision.reason, decision.limit

@@ -3,8 +3,8 @@
 * `format`     - the `vqa-recording` v1 file (gzip JSON lines), reader and writer
 * `recorder`   - range queries -> recording (through `PrometheusSource.query_range`)
 * `prom_export`- a plain Prometheus query_range JSON export -> recording
-* `open_loop`  - recorded observations through `decide()` (or the HPA baseline), tick by tick
-* `hpa`        - the `hpa-queue` baseline, a pure model of the Kubernetes HPA controller
+* `open_loop`  - recorded observations through `decide()` (or the HPA baseline,
+                 `autoscaler.baselines.hpa`), tick by tick
 * `synthetic`  - toy-fleet recordings for tests and the benchmark
 * `report`     - tables, JSON, PNG plot
 """

@@ -1,4 +1,5 @@
-"""Open-loop replay: recorded observations, tick by tick, through a policy.
+"""Open-loop replay: recorded observations, tick by tick, through a policy (an
+`ObservationPolicy`, `autoscaler.baselines.interface`: the same adapter the simulator drives).
 
 Each recorded step becomes the `Observation` the live loop would have built at that instant
 (`observation_of`), and goes through the policy with the step's time as `now`. Open loop: the
@@ -12,19 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from autoscaler.baselines.hpa import HpaParams, HpaState, hpa_decide, parse_baseline
+from autoscaler.baselines.hpa import HpaQueue, parse_baseline
+from autoscaler.baselines.interface import ObservationPolicy
+from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.config import AutoscalerConfig, load_config_file
-from autoscaler.policy import (
-    Observation,
-    PodInFlight,
-    PodStartup,
-    PolicyParams,
-    PolicyState,
-    ReadyPod,
-    decide,
-)
+from autoscaler.policy import Observation, PodInFlight, PodStartup, ReadyPod
 from autoscaler.policy.types import fast_init
 from autoscaler.replay.format import Recording, RecordingError, Step, no_gc
 
@@ -87,43 +82,7 @@ class Tick:
         return self.recorded_next is not None and self.desired != self.recorded_next
 
 
-class Policy(Protocol):
-    name: str
-    gpus_per_replica: int
-
-    def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]: ...
-
-
-class CorePolicy:
-    """The decision core with one target's `PolicyParams`; keeps `PolicyState` across ticks."""
-
-    def __init__(self, name: str, params: PolicyParams) -> None:
-        self.name = name
-        self.params = params
-        self.gpus_per_replica = params.gpus_per_replica
-        self.state = PolicyState()
-        self.decisions: list[Any] = []
-
-    def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]:
-        decision, self.state = decide(self.params, observation, self.state, now)
-        return decision.desired_replicas, decision.reason.value, decision.clamp.value if decision.clamp else None
-
-
-class HpaPolicy:
-    """The `hpa-queue` baseline (`autoscaler.baselines.hpa`)."""
-
-    def __init__(self, name: str, params: HpaParams) -> None:
-        self.name = name
-        self.params = params
-        self.gpus_per_replica = params.gpus_per_replica
-        self.state = HpaState()
-
-    def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]:
-        decision, self.state = hpa_decide(self.params, observation, self.state, now)
-        return decision.desired_replicas, decision.reason, decision.limit
-
-
-def load_policy(spec: str, namespace: str, deployment: str) -> Policy:
+def load_policy(spec: str, namespace: str, deployment: str) -> ObservationPolicy:
     """A config file (its target NS/NAME's effective PolicyParams) or a baseline name
     (`hpa-queue[:target=5,min=1,max=10]`). Raises RecordingError with a one-line message."""
     try:
@@ -131,7 +90,7 @@ def load_policy(spec: str, namespace: str, deployment: str) -> Policy:
     except ValueError as exc:
         raise RecordingError(str(exc)) from None
     if baseline is not None:
-        return HpaPolicy(spec, baseline)
+        return HpaQueue(baseline, name=spec)
     from autoscaler.config import ConfigError
 
     try:
@@ -145,7 +104,7 @@ def load_policy(spec: str, namespace: str, deployment: str) -> Policy:
     if target is None:
         known = ", ".join(f"{t.namespace}/{t.deployment}" for t in config.targets) or "none"
         raise RecordingError(f"{spec}: no target {namespace}/{deployment} in this config (targets: {known})")
-    return CorePolicy(spec, config.policy_for(target))
+    return QueueLead(config.policy_for(target), name=spec)
 
 
 @dataclass
@@ -179,24 +138,23 @@ def _count(items: Any) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def check_series(recording: Recording, policy: Policy) -> None:
+def check_series(recording: Recording, policy: ObservationPolicy) -> None:
     """Refuse a recording that lacks a series the policy needs (named in the message)."""
     steps = recording.steps
     if not steps:
         raise RecordingError(f"{recording.header.target}: the recording has no steps")
     if all(not s.pods for s in steps):
         raise RecordingError("the recording has no pod at any step: series vllm:num_requests_waiting missing")
-    needed = ["waiting"] if isinstance(policy, HpaPolicy) else ["waiting", "running", "kv"]
     names = {"waiting": "vllm:num_requests_waiting", "running": "vllm:num_requests_running",
              "kv": "vllm:kv_cache_usage_perc (or vllm:gpu_cache_usage_perc)"}
-    for key in needed:
+    for key in policy.needs:
         if not any(getattr(p, key) is not None for s in steps for p in s.pods):
             raise RecordingError(f"the recording has no series {names[key]}, which policy {policy.name} needs")
 
 
 def replay(
     recording: Recording,
-    policy: Policy,
+    policy: ObservationPolicy,
     *,
     free_gpus: int | None = None,
     progress: Callable[[int], None] | None = None,
@@ -208,7 +166,7 @@ def replay(
 
 
 def _replay(
-    recording: Recording, policy: Policy, free_gpus: int | None, progress: Callable[[int], None] | None
+    recording: Recording, policy: ObservationPolicy, free_gpus: int | None, progress: Callable[[int], None] | None
 ) -> Replay:
     out = Replay(policy=policy.name)
     append_tick = out.ticks.append

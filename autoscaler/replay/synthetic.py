@@ -13,9 +13,10 @@ import math
 import random
 from collections.abc import Callable, Iterator
 
+from autoscaler.baselines.interface import ObservationPolicy
 from autoscaler.policy.types import MetricSample, Observation, PodStage
 from autoscaler.replay.format import Header, RecordedPod, Step
-from autoscaler.replay.open_loop import Policy, observation_of
+from autoscaler.replay.open_loop import observation_of
 
 
 def diurnal_load(mean: float = 6.0, amplitude: float = 4.0, period: float = 86_400.0, seed: int = 1) -> Callable[[float], float]:
@@ -33,7 +34,7 @@ def diurnal_load(mean: float = 6.0, amplitude: float = 4.0, period: float = 86_4
 
 
 def generate(
-    policy: Policy,
+    policy: ObservationPolicy,
     *,
     steps: int,
     step_seconds: float = 15.0,

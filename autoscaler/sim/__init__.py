@@ -6,7 +6,8 @@ Layers, each in its own module:
 * `engine`   - N vLLM replicas with continuous batching, vectorised over requests (numpy)
 * `cluster`  - pods (lifecycle, billing), the GPU node pool, the router
 * `traces`   - canonical per-request CSVs and ServeGen per-window rate traces
-* `policies` - our decision core (`queue-lead`) and the baselines behind one interface
+* `policies` - the policies by name, knob and sweep grid: ours (`queue-lead`) and the
+               baselines (`autoscaler.baselines`), behind one interface
 * `oracle`   - the clairvoyant lower bound
 * `runner`   - one simulation: trace x profile x policy -> `RunResult`
 * `scoreboard`, `sweep`, `plot` - tables, cost at 99 % attainment, figures

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from autoscaler.baselines.view import ClusterView, InFlightPod, PodMetrics
 from autoscaler.policy.types import PodStage
 from autoscaler.sim.engine import Engine, Finished
 from autoscaler.sim.profile import Profile
@@ -63,39 +64,6 @@ class Node:
     ready_at: float
     pods: int = 0
     idle_since: float | None = None
-
-
-@dataclass(frozen=True)
-class PodMetrics:
-    """What a policy can read about one ready pod."""
-
-    name: str
-    waiting: float | None  # scraped gauges (None until the first scrape after ready)
-    running: float | None
-    kv: float | None
-    sample_t: float | None
-    completed_per_second: float | None  # rate(request_success_total[window]) or None
-    outstanding_now: int  # live waiting + running (what a proxy / replica reports directly)
-    created: float
-    scheduled: float | None
-    ready: float
-
-
-@dataclass(frozen=True)
-class InFlightPod:
-    name: str
-    stage: PodStage
-    created: float
-    scheduled: float | None
-
-
-@dataclass(frozen=True)
-class ClusterView:
-    spec_replicas: int
-    ready: tuple[PodMetrics, ...]
-    in_flight: tuple[InFlightPod, ...]
-    free_gpus: int
-    router_pending: int
 
 
 class Cluster:

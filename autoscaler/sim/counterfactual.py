@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.baselines.hpa import HpaParams
-from autoscaler.policy import MetricSample, PolicyParams
+from autoscaler.baselines.hpa import HpaParams, HpaQueue
+from autoscaler.baselines.interface import ObservationPolicy, Policy
+from autoscaler.baselines.queue_lead import QueueLead
+from autoscaler.baselines.view import ClusterView
+from autoscaler.policy import MetricSample
 from autoscaler.replay.format import Header, RecordedPod, Recording, Step
-from autoscaler.sim.cluster import ClusterView
-from autoscaler.sim.policies import HpaQueue, Policy, QueueLead
 from autoscaler.sim.profile import Profile
 from autoscaler.sim.runner import SERIES_S, RunConfig, RunResult, run
 from autoscaler.sim.traces import Chunk, Trace
@@ -151,13 +152,16 @@ class RebuiltTrace(Trace):
         return self.mean_in, self.mean_out
 
 
-def sim_policy(policy: Any) -> Policy:
-    """The simulator policy of a replay policy (`open_loop.CorePolicy` / `HpaPolicy`)."""
-    params = getattr(policy, "params", None)
-    if isinstance(params, PolicyParams):
-        return QueueLead(params)
-    if isinstance(params, HpaParams):
-        return HpaQueue(params.target_average_value, params.min_replicas, params.max_replicas, params.tolerance)
+def sim_policy(policy: ObservationPolicy) -> Policy:
+    """A fresh copy of a replay policy (`open_loop.load_policy`) for the fleet model, under the
+    simulator's name. The HPA keeps its target, bounds and tolerance; its windows and scaling
+    policies are the defaults."""
+    if isinstance(policy, QueueLead):
+        return QueueLead(policy.params)
+    if isinstance(policy, HpaQueue):
+        p = policy.params
+        return HpaQueue(HpaParams(target_average_value=p.target_average_value, min_replicas=p.min_replicas,
+                                  max_replicas=p.max_replicas, tolerance=p.tolerance))
     raise TypeError(f"no simulator policy for {policy!r}")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from autoscaler.baselines.interface import Policy
 from autoscaler.sim.oracle import (
     BIN_S,
     OraclePolicy,
@@ -21,7 +22,6 @@ from autoscaler.sim.oracle import (
 )
 from autoscaler.sim.policies import (
     POLICIES,
-    Policy,
     PolicySpec,
     make_policy,
     queue_lead_spec,

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from autoscaler.sim.cluster import ClusterView
+from autoscaler.baselines.view import ClusterView
 from autoscaler.sim.profile import Profile
 from autoscaler.sim.traces import Trace
 

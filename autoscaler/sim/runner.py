@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from autoscaler.baselines.interface import Policy
 from autoscaler.sim.cluster import Cluster
 from autoscaler.sim.oracle import OraclePolicy
-from autoscaler.sim.policies import Policy
 from autoscaler.sim.profile import Profile
 from autoscaler.sim.stats import RequestStats, Slo
 from autoscaler.sim.traces import Trace

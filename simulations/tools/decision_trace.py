@@ -17,16 +17,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.sim.cluster import ClusterView
+from autoscaler.baselines.queue_lead import QueueLead
+from autoscaler.baselines.view import ClusterView
 from autoscaler.sim.experiment import Scenario, build, prepare
 from autoscaler.sim.oracle import need_replicas
-from autoscaler.sim.policies import QueueLead
 from autoscaler.sim.runner import run
 
 
 class Recording(QueueLead):
     def __init__(self, inner: QueueLead) -> None:
-        super().__init__(inner.params, inner.interval_s)
+        super().__init__(inner.params, interval_s=inner.interval_s)
         self.rows: list[dict[str, Any]] = []
 
     def decide(self, view: ClusterView, now: float) -> int:

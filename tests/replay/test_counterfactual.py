@@ -10,16 +10,15 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from autoscaler.baselines.hpa import HpaParams
+from autoscaler.baselines.hpa import HpaParams, HpaQueue
+from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.policy import PolicyParams
-from autoscaler.replay.open_loop import CorePolicy, HpaPolicy
 from autoscaler.sim.counterfactual import (
     RebuiltTrace,
     RecordingPolicy,
     arrival_rates,
     counterfactual,
 )
-from autoscaler.sim.policies import HpaQueue
 from autoscaler.sim.profile import load_profile
 from autoscaler.sim.runner import RunConfig, run
 from autoscaler.sim.traces import Chunk, Trace
@@ -51,7 +50,7 @@ class SineTrace(Trace):
 @pytest.fixture(scope="module")
 def simulated() -> tuple[object, object]:
     profile = load_profile("qwen3-8b-h100")
-    recorder = RecordingPolicy(HpaQueue(5.0, 1, 20), (230.0, 220.0))
+    recorder = RecordingPolicy(HpaQueue(HpaParams(5.0, 1, 20)), (230.0, 220.0))
     run(SineTrace(40), profile, recorder, RunConfig(warmup_s=0.0, max_replicas=20, initial_replicas=2))
     return recorder.recording("llm", "qwen"), profile
 
@@ -69,8 +68,8 @@ def test_rebuilt_demand_matches_the_offered_load(simulated: tuple[object, object
 def test_counterfactual_fidelity_on_a_simulated_recording(simulated: tuple[object, object]) -> None:
     recording, profile = simulated
     assert len({s.spec for s in recording.steps}) > 3  # type: ignore[attr-defined]
-    out = counterfactual(recording, HpaPolicy("hpa-queue", HpaParams(max_replicas=20)),  # type: ignore[arg-type]
-                         [CorePolicy("queue-lead", PolicyParams(max_replicas=20))], profile)  # type: ignore[arg-type]
+    out = counterfactual(recording, HpaQueue(HpaParams(max_replicas=20)),  # type: ignore[arg-type]
+                         [QueueLead(PolicyParams(max_replicas=20))], profile)
     fid = out["fidelity"]
     # measured: replicas MAE ~0.1-0.3 per minute, replica-hours within a few %, queue within ~10 %
     assert fid["replicas_mae"] < 1.0, fid

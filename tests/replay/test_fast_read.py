@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.baselines.hpa import HpaParams
+from autoscaler.baselines.hpa import HpaParams, HpaQueue
+from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.policy import Observation, PolicyParams
 from autoscaler.replay import format as fmt
 from autoscaler.replay.format import RecordingError, decode_step
-from autoscaler.replay.open_loop import CorePolicy, HpaPolicy, observation_of, replay
+from autoscaler.replay.open_loop import observation_of, replay
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
@@ -150,6 +151,7 @@ class _Recorder:
         self.inner = inner
         self.name = inner.name
         self.gpus_per_replica = inner.gpus_per_replica
+        self.needs = inner.needs
         self.seen: list[Observation] = []
 
     def __call__(self, observation: Observation, now: float) -> tuple[int, str, str | None]:
@@ -160,10 +162,10 @@ class _Recorder:
 
 @pytest.mark.parametrize("free_gpus", [None, 3])
 def test_replay_builds_the_observations_of_observation_of(tmp_path: Path, free_gpus: int | None) -> None:
-    header, gen = generate(HpaPolicy("hpa-queue", HpaParams(max_replicas=6)), steps=600, service_rate=2.0)
+    header, gen = generate(HpaQueue(HpaParams(max_replicas=6)), steps=600, service_rate=2.0)
     fmt.write_recording(tmp_path / "s.jsonl.gz", header, gen)
     rec = read_recording(tmp_path / "s.jsonl.gz")
-    policy = _Recorder(CorePolicy("default", PolicyParams(max_replicas=6)))
+    policy = _Recorder(QueueLead(PolicyParams(max_replicas=6), name="default"))
     result = replay(rec, policy, free_gpus=free_gpus)
     assert policy.seen == [observation_of(s, free_gpus) for s in rec.steps]
     assert any(o.pods_in_flight for o in policy.seen) and any(len(o.ready_pods) > 1 for o in policy.seen)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autoscaler.baselines.hpa import HpaParams
+from autoscaler.baselines.hpa import HpaParams, HpaQueue
 from autoscaler.cli import main
 from autoscaler.policy.types import MetricSample, PodStage
 from autoscaler.replay.format import (
@@ -22,7 +22,6 @@ from autoscaler.replay.format import (
     Step,
     write_recording,
 )
-from autoscaler.replay.open_loop import HpaPolicy
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
@@ -105,7 +104,7 @@ def test_other_version_is_refused(tmp_path: Path) -> None:
 
 
 def _synthetic(path: Path, steps: int = 400) -> Path:
-    header, gen = generate(HpaPolicy("hpa-queue", HpaParams(max_replicas=10)), steps=steps, service_rate=2.0)
+    header, gen = generate(HpaQueue(HpaParams(max_replicas=10)), steps=steps, service_rate=2.0)
     write_recording(path, header, gen)
     return path
 

@@ -6,6 +6,7 @@ import pytest
 
 from autoscaler.baselines.hpa import (
     HpaParams,
+    HpaQueue,
     HpaState,
     hpa_decide,
     metric_replicas,
@@ -20,7 +21,7 @@ from autoscaler.policy.types import (
     ReadyPod,
 )
 from autoscaler.replay.format import Recording
-from autoscaler.replay.open_loop import HpaPolicy, replay
+from autoscaler.replay.open_loop import replay
 from autoscaler.replay.synthetic import diurnal_load, generate
 
 
@@ -91,12 +92,11 @@ def test_replaying_hpa_queue_reproduces_the_hpa_timeline(
     the `hpa-queue` baseline with the same target over that recording gives the same
     replicas at every tick."""
     params = HpaParams(target_average_value=target, max_replicas=max_replicas)
-    header, gen = generate(HpaPolicy("hpa", params), steps=3000, arrivals=diurnal_load(seed=seed, period=20_000),
+    header, gen = generate(HpaQueue(params, name="hpa"), steps=3000, arrivals=diurnal_load(seed=seed, period=20_000),
                            service_rate=2.0, load_seconds=load_seconds)
     recording = Recording(header, tuple(gen))
     assert len({s.spec for s in recording.steps}) >= 4  # it did scale
-    result = replay(recording, HpaPolicy("hpa-queue", parse_baseline(f"hpa-queue:target={target},max={max_replicas}")
-                                          or params))
+    result = replay(recording, HpaQueue(parse_baseline(f"hpa-queue:target={target},max={max_replicas}") or params))
     assert [t.desired for t in result.ticks[:-1]] == [s.spec for s in recording.steps[1:]]
     assert result.summary(15, 1)["ticks_differing"] == 0
 

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+from autoscaler.baselines.aibrix import AibrixApa
+from autoscaler.baselines.hpa import HpaParams, HpaQueue
+from autoscaler.baselines.hpa_cpu import HpaCpu
+from autoscaler.baselines.keda import Keda
+from autoscaler.baselines.kpa import Kpa
+from autoscaler.baselines.queue_lead import QueueLead
+from autoscaler.baselines.ray_serve import RayServe
+from autoscaler.baselines.static import StaticPeak
+from autoscaler.baselines.view import ClusterView, InFlightPod, PodMetrics
+from autoscaler.baselines.wva import Wva
 from autoscaler.policy.types import PodStage
-from autoscaler.sim.cluster import ClusterView, InFlightPod, PodMetrics
-from autoscaler.sim.policies import (
-    AibrixApa,
-    HpaCpu,
-    HpaQueue,
-    Keda,
-    Kpa,
-    QueueLead,
-    RayServe,
-    StaticPeak,
-    Wva,
-    make_policy,
-)
+from autoscaler.sim.policies import make_policy
 
 
 def pod(name: str, waiting: float | None = 0.0, running: float = 8.0, kv: float = 0.5, out: int = 0,
@@ -29,14 +27,18 @@ def view(spec: int, ready: list[PodMetrics], flight: tuple[InFlightPod, ...] = (
     return ClusterView(spec, tuple(ready), flight, free, 0)
 
 
+def hpa(target: float, min_replicas: int = 1) -> HpaQueue:
+    return HpaQueue(HpaParams(target_average_value=target, min_replicas=min_replicas, max_replicas=100))
+
+
 def test_hpa_queue_pods_metric() -> None:
     # waiting 12 and 8, target 5: ratio (20 / 2) / 5 = 2.0 -> ceil(2.0 * 2) = 4
-    assert HpaQueue(5.0).decide(view(2, [pod("a", 12), pod("b", 8)]), 100.0) == 4
+    assert hpa(5.0).decide(view(2, [pod("a", 12), pod("b", 8)]), 100.0) == 4
     # 4.6 and 5.2 waiting: ratio 0.98, within 10 %: hold
-    assert HpaQueue(5.0).decide(view(2, [pod("a", 4.6), pod("b", 5.2)]), 100.0) == 2
+    assert hpa(5.0).decide(view(2, [pod("a", 4.6), pod("b", 5.2)]), 100.0) == 2
     # a loading pod is "missing": counted as 0 on a scale-up: (12 + 8 + 0) / 3 / 5 = 1.33 -> ceil(4) = 4
     loading = (InFlightPod("c", PodStage.LOADING, 50.0, 60.0),)
-    assert HpaQueue(5.0).decide(view(3, [pod("a", 12), pod("b", 8)], loading), 100.0) == 4
+    assert hpa(5.0).decide(view(3, [pod("a", 12), pod("b", 8)], loading), 100.0) == 4
 
 
 def test_hpa_queue_counts_pending_pods_as_zero_on_a_scale_up() -> None:
@@ -47,13 +49,13 @@ def test_hpa_queue_counts_pending_pods_as_zero_on_a_scale_up() -> None:
     # down to 3 once the 300 s window has passed.)
     pending = tuple(InFlightPod(n, PodStage.UNSCHEDULABLE, 50.0, None) for n in "cde")
     v = view(5, [pod("a", 6), pod("b", 6)], pending)
-    h = HpaQueue(5.0)
+    h = hpa(5.0)
     assert h.decide(v, 0.0) == 5
     assert h.decide(v, 300.0) == 5
     assert h.last is not None and h.last.metric_replicas == 5
     # a clear scale-up still goes through: 12 + 8 on 2 ready, 1 pending: (20 + 0) / 3 / 5 = 1.33
     # -> ceil(1.33 * 3) = 4
-    h2 = HpaQueue(5.0)
+    h2 = hpa(5.0)
     assert h2.decide(view(3, [pod("a", 12), pod("b", 8)], pending[:1]), 0.0) == 4
 
 
@@ -68,7 +70,7 @@ def test_keda_reads_an_empty_answer_as_zero() -> None:
 
 
 def test_hpa_queue_scales_to_min_on_an_empty_queue_after_the_window() -> None:
-    h = HpaQueue(5.0, min_replicas=1)
+    h = hpa(5.0, min_replicas=1)
     v = view(4, [pod(n, 0) for n in "abcd"])
     assert h.decide(v, 0.0) == 4  # ratio 0 -> 1 replica, held by the 300 s scale-down window
     assert h.decide(v, 299.0) == 4

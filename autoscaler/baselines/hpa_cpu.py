@@ -1,0 +1,20 @@
+"""HPA on CPU utilisation, the default `kubectl autoscale`."""
+
+from __future__ import annotations
+
+from autoscaler.baselines.view import ClusterView
+
+
+class HpaCpu:
+    """HPA v2 on CPU utilisation (the default `kubectl autoscale`, 80 %): a vLLM pod's CPU sits
+    far below its request while the GPU saturates (one busy Python core of many requested), so
+    it never scales. Returns the minimum replicas forever."""
+
+    name = "hpa-cpu"
+    interval_s = 15.0
+
+    def __init__(self, min_replicas: int = 1) -> None:
+        self.min_replicas = min_replicas
+
+    def decide(self, view: ClusterView, now: float) -> int:
+        return max(self.min_replicas, 1)
