@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.baselines.hpa import HpaParams, HpaQueue
+from autoscaler.baselines.hpa import HpaQueue
 from autoscaler.baselines.interface import ObservationPolicy, Policy
 from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.baselines.view import ClusterView
@@ -154,14 +154,12 @@ class RebuiltTrace(Trace):
 
 def sim_policy(policy: ObservationPolicy) -> Policy:
     """A fresh copy of a replay policy (`open_loop.load_policy`) for the fleet model, under the
-    simulator's name. The HPA keeps its target, bounds and tolerance; its windows and scaling
-    policies are the defaults."""
+    simulator's name, with every parameter the replay was given (an HPA's windows and scaling
+    policies included)."""
     if isinstance(policy, QueueLead):
         return QueueLead(policy.params)
     if isinstance(policy, HpaQueue):
-        p = policy.params
-        return HpaQueue(HpaParams(target_average_value=p.target_average_value, min_replicas=p.min_replicas,
-                                  max_replicas=p.max_replicas, tolerance=p.tolerance))
+        return HpaQueue(policy.params)
     raise TypeError(f"no simulator policy for {policy!r}")
 
 

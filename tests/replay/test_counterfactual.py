@@ -18,6 +18,7 @@ from autoscaler.sim.counterfactual import (
     RecordingPolicy,
     arrival_rates,
     counterfactual,
+    sim_policy,
 )
 from autoscaler.sim.profile import load_profile
 from autoscaler.sim.runner import RunConfig, run
@@ -78,3 +79,15 @@ def test_counterfactual_fidelity_on_a_simulated_recording(simulated: tuple[objec
     board = out["scoreboard"]
     assert [b["policy"] for b in board] == ["hpa-queue", "queue-lead"]
     assert set(board[0]) >= {"slo_attainment", "ttft_p99_s", "gpu_hours", "scale_actions"}
+
+
+def test_the_fleet_model_runs_the_recorded_hpa_with_every_parameter_it_was_given() -> None:
+    # `--closed-loop hpa-queue:target=3,down_window=60,gpus_per_replica=2`: the simulator's copy keeps
+    # the scale-down window and GPUs per replica too, not only the target and bounds.
+    given = HpaParams(target_average_value=3.0, min_replicas=2, max_replicas=9, scale_down_window_seconds=60,
+                      gpus_per_replica=2)
+    copy = sim_policy(HpaQueue(given))
+    assert isinstance(copy, HpaQueue)
+    assert copy.params == given
+    queue_lead = sim_policy(QueueLead(PolicyParams(max_replicas=7)))
+    assert isinstance(queue_lead, QueueLead) and queue_lead.params.max_replicas == 7
