@@ -1,8 +1,9 @@
 """The live control loop: read the world, `decide()`, act, log, repeat.
 
 One tick reads the clock once, lists the cluster once (`KubeClient.snapshot`) and queries
-Prometheus once (`PrometheusSource.fetch`), then decides for every target in isolation: one
-failing target never stops the others. Per target and tick it writes one JSON log line with
+Prometheus once (`PrometheusSource.fetch`), then, for every target in isolation (one failing
+target never stops the others): observe (`observe.build_observation`) -> `decide()` -> plan ->
+write -> settle (`actuation`) -> record. Per target and tick it writes one JSON log line with
 the inputs, the intermediate values, the reason and the binding clamp.
 
 Missing data never scales down: if Prometheus cannot be read, every ready pod is absent and
