@@ -1,8 +1,9 @@
 """The live control loop: read the world, `decide()`, act, log, repeat.
 
 One tick reads the clock once, lists the cluster once (`KubeClient.snapshot`) and queries
-Prometheus once (`PrometheusSource.fetch`), then decides for every target in isolation: one
-failing target never stops the others. Per target and tick it writes one JSON log line with
+Prometheus once (`PrometheusSource.fetch`), then, for every target in isolation (one failing
+target never stops the others): observe (`observe.build_observation`) -> `decide()` -> plan ->
+write -> settle (`actuation`) -> record. Per target and tick it writes one JSON log line with
 the inputs, the intermediate values, the reason and the binding clamp.
 
 Missing data never scales down: if Prometheus cannot be read, every ready pod is absent and
@@ -15,23 +16,20 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from autoscaler.adapters.kubernetes import (
-    KubeClient,
-    KubeError,
-    KubeFenced,
-    KubeNotFound,
-    KubeServerError,
-    KubeTimeout,
-    KubeUnavailable,
+from autoscaler.adapters.kubernetes import KubeClient, KubeError, KubeNotFound
+from autoscaler.adapters.kubernetes.objects import (
+    ClusterSnapshot,
+    DeploymentInfo,
+    HPAInfo,
 )
-from autoscaler.adapters.kubernetes.objects import ClusterSnapshot
 from autoscaler.adapters.prometheus import PodMetrics, PrometheusError, PrometheusSource
 from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
+from autoscaler.controller.actuation import Outcome, Plan, Written, plan, settle, write
 from autoscaler.controller.observe import build_observation
 from autoscaler.controller.telemetry import ControllerMetrics
 from autoscaler.policy import Decision, LeadTimeState, Observation, PolicyState, decide
@@ -230,69 +228,62 @@ class Controller:
         self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
 
         hpa = snapshot.hpa_for(deployment)
-        action = "hold"
         leading = self._may_act()
         self.metrics.leader.set(1 if leading else 0)
-        if not leading and not self.dry_run:
-            # a follower decides too (its state stays warm for a failover) but never writes
-            action = "standby"
-            new_state = _without_actions(new_state, state)
-        elif hpa is not None and not self.dry_run:
-            action = "skipped_hpa"
-            if key not in self._hpa_warned:
-                self._event(
-                    ns, deployment, "HPAConflict", "Warning",
-                    f"HorizontalPodAutoscaler {hpa.name} also scales this Deployment; "
-                    "vllm-queue-autoscaler will not act on it (remove the HPA, or run with --dry-run to compare)",
-                )
-                self._hpa_warned.add(key)
-            new_state = _without_actions(new_state, state)
-        elif self.dry_run:
-            action = "dry_run"
-            new_state = _without_actions(new_state, state)
-        elif decision.desired_replicas != observation.spec_replicas:
-            try:
-                written = self.kube.set_replicas(ns, name, decision.desired_replicas, fence=self._may_act)
-            except KubeFenced:
-                # the Lease was lost between the fence above and the patch: nothing was sent
-                self.states[key] = _without_actions(new_state, state)
-                self.metrics.record_decision(ns, name, decision)
-                self.metrics.leader.set(0)
-                log.warning("decision", action="standby", current=decision.current_replicas,
-                            desired=decision.desired_replicas, reason=decision.reason.value, fenced=True)
-                return TargetOutcome(ns, name, "standby", decision=decision, observation=observation)
-            except KubeError as exc:
-                # not carried out: keep the learning, not the scale events
-                kept = _without_actions(new_state, state)
-                if isinstance(exc, (KubeTimeout, KubeServerError, KubeUnavailable)):
-                    # the patch may have reached the server all the same (it answered late or
-                    # not at all): count a scale-down as done, which can only delay the next one
-                    kept = replace(kept, scale_down_events=new_state.scale_down_events)
-                self.states[key] = kept
-                self.metrics.record_decision(ns, name, decision)
-                # a Warning on the Deployment, once per distinct error (not every tick); none
-                # when the Deployment is gone
-                if not isinstance(exc, KubeNotFound) and self._rescale_failed.get(key) != str(exc):
-                    self._rescale_failed[key] = str(exc)
-                    self._event(
-                        ns, deployment, "FailedRescale", "Warning",
-                        f"{observation.spec_replicas} -> {decision.desired_replicas} failed: {exc}",
-                    )
-                return self._failed(log, ns, name, "kubernetes", str(exc), type(exc).__name__, decision)
-            self._rescale_failed.pop(key, None)
-            action = "patched" if written else "unchanged"
-            if written:
-                direction = "up" if decision.desired_replicas > observation.spec_replicas else "down"
-                self.metrics.scales.labels(ns, name, direction).inc()
-                self._event(
-                    ns, deployment, "ScaledUp" if direction == "up" else "ScaledDown", "Normal",
-                    _event_message(decision),
-                )
-        self.states[key] = new_state
+        planned = plan(ns, name, current=observation.spec_replicas, desired=decision.desired_replicas,
+                       dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None)
+        written = write(self.kube, planned, fence=self._may_act)
+        self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)
+        return self._record(log, planned, written, deployment, hpa, decision, observation)
+
+    def _record(
+        self,
+        log: Any,
+        planned: Plan,
+        written: Written,
+        deployment: DeploymentInfo,
+        hpa: HPAInfo | None,
+        decision: Decision,
+        observation: Observation,
+    ) -> TargetOutcome:
+        """Events, metrics and the decision log line of what `write` did."""
+        ns, name = planned.namespace, planned.deployment
+        key = (ns, name)
+        outcome, exc = written.outcome, written.error
+        if outcome is Outcome.FENCED:
+            self.metrics.leader.set(0)
+            log.warning("decision", action=outcome.action, current=decision.current_replicas,
+                        desired=decision.desired_replicas, reason=decision.reason.value, fenced=True)
+            return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation)
+        if exc is not None:
+            # a Warning on the Deployment, once per distinct error (not every tick); none
+            # when the Deployment is gone
+            if not isinstance(exc, KubeNotFound) and self._rescale_failed.get(key) != str(exc):
+                self._rescale_failed[key] = str(exc)
+                self._event(
+                    ns, deployment, "FailedRescale", "Warning",
+                    f"{planned.current} -> {planned.desired} failed: {exc}",
+                )
+            return self._failed(log, ns, name, "kubernetes", str(exc), type(exc).__name__, decision)
+        if outcome is Outcome.SKIPPED_HPA and hpa is not None and key not in self._hpa_warned:
+            self._event(
+                ns, deployment, "HPAConflict", "Warning",
+                f"HorizontalPodAutoscaler {hpa.name} also scales this Deployment; "
+                "vllm-queue-autoscaler will not act on it (remove the HPA, or run with --dry-run to compare)",
+            )
+            self._hpa_warned.add(key)
+        if outcome in (Outcome.PATCHED, Outcome.UNCHANGED):
+            self._rescale_failed.pop(key, None)
+        if outcome is Outcome.PATCHED:
+            self.metrics.scales.labels(ns, name, planned.direction).inc()
+            self._event(
+                ns, deployment, "ScaledUp" if planned.direction == "up" else "ScaledDown", "Normal",
+                _event_message(decision),
+            )
         log.info(
             "decision",
-            action=action,
+            action=outcome.action,
             current=decision.current_replicas,
             desired=decision.desired_replicas,
             reason=decision.reason.value,
@@ -304,7 +295,7 @@ class Controller:
             config_generation=self.watcher.generation,
             **decision.values.as_dict(),
         )
-        return TargetOutcome(ns, name, action, decision=decision, observation=observation)
+        return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation)
 
     def _failed(
         self,
@@ -378,14 +369,9 @@ class Controller:
 
 
 def _without_actions(new_state: PolicyState, old_state: PolicyState) -> PolicyState:
-    """The state after a decision that was not carried out (dry run, HPA in charge): keep the
-    readings and learning, not the scale events that did not happen."""
-    return replace(
-        new_state,
-        scale_up_events=old_state.scale_up_events,
-        scale_down_events=old_state.scale_down_events,
-        planned_replicas=old_state.planned_replicas,
-    )
+    """`settle` after a decision that was not carried out. Kept for tests/faults/test_soak.py,
+    which imports it from here; the rule is `actuation.settle`."""
+    return settle(new_state, old_state, Outcome.FAILED)
 
 
 def _event_message(decision: Decision) -> str:

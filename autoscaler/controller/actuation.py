@@ -1,0 +1,132 @@
+"""Actuation: what one decision writes, the write, and the policy state it leaves.
+
+A tick is observe -> decide -> `plan` -> `write` -> `settle` -> record:
+
+* `plan` (pure) turns the decision and what was read (the Deployment's spec replicas, an HPA
+  scaling it, dry run, leadership) into a `Plan`: the replicas to write, or why nothing is;
+* `write` carries a plan out through the Kubernetes adapter: the one scale write of a tick,
+  fenced by leader election inside the adapter, right before the PATCH; its `Outcome` says
+  what happened;
+* `settle` (pure) is the policy state to keep after that outcome: a decision that was not
+  carried out keeps the readings and the learning, not the scale events that did not happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from autoscaler.adapters.kubernetes import (
+    KubeClient,
+    KubeError,
+    KubeFenced,
+    KubeServerError,
+    KubeTimeout,
+    KubeUnavailable,
+)
+from autoscaler.policy import PolicyState
+
+
+class Outcome(StrEnum):
+    """What became of one plan."""
+
+    HOLD = "hold"  # nothing to write: the Deployment already asks for the desired replicas
+    DRY_RUN = "dry_run"  # decided and logged, never written
+    STANDBY = "standby"  # not the leader: decided (state stays warm for a failover), never written
+    SKIPPED_HPA = "skipped_hpa"  # an HPA scales this Deployment: never written
+    PATCHED = "patched"  # the scale was written
+    UNCHANGED = "unchanged"  # the scale read right before the patch already held the replicas
+    FENCED = "fenced"  # the Lease was lost between the plan and the patch: nothing sent
+    FAILED = "failed"  # the write was refused: nothing written
+    FAILED_MAYBE_SENT = "failed_maybe_sent"  # timeout, 5xx, no answer: the patch may have landed
+
+    @property
+    def action(self) -> str:
+        """The `action` of the decision log line and of `TargetOutcome`."""
+        if self is Outcome.FENCED:
+            return "standby"
+        if self in (Outcome.FAILED, Outcome.FAILED_MAYBE_SENT):
+            return "error"
+        return self.value
+
+
+# The outcomes after which the decision stands as made (written, or nothing to write).
+_CARRIED_OUT = frozenset({Outcome.HOLD, Outcome.PATCHED, Outcome.UNCHANGED})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to write for one target this tick. `skip` is None when the scale is to be set to
+    `desired`, else the outcome that stands without any write."""
+
+    namespace: str
+    deployment: str
+    current: int  # the Deployment's spec replicas, as read this tick
+    desired: int
+    skip: Outcome | None
+
+    @property
+    def direction(self) -> str:
+        return "up" if self.desired > self.current else "down"
+
+
+def plan(
+    namespace: str, deployment: str, *, current: int, desired: int, dry_run: bool, leading: bool, hpa: str | None
+) -> Plan:
+    """The scale write of one decision, or why there is none. In this order: a follower never
+    writes (dry run or not, it only decides); an HPA in charge is left alone (a dry run shadows
+    it); a dry run writes nothing; no write when the replicas are already the desired ones."""
+    skip: Outcome | None = None
+    if not leading and not dry_run:
+        skip = Outcome.STANDBY
+    elif hpa is not None and not dry_run:
+        skip = Outcome.SKIPPED_HPA
+    elif dry_run:
+        skip = Outcome.DRY_RUN
+    elif desired == current:
+        skip = Outcome.HOLD
+    return Plan(namespace, deployment, current, desired, skip)
+
+
+@dataclass(frozen=True)
+class Written:
+    """The outcome of `write`, and the adapter's error when it failed."""
+
+    outcome: Outcome
+    error: KubeError | None = None
+
+
+def write(kube: KubeClient, planned: Plan, fence: Callable[[], bool]) -> Written:
+    """Carry `planned` out: no call at all when it skips, else one `set_replicas`, which asks
+    `fence` right before its PATCH. Errors other than the adapter's propagate."""
+    if planned.skip is not None:
+        return Written(planned.skip)
+    try:
+        sent = kube.set_replicas(planned.namespace, planned.deployment, planned.desired, fence=fence)
+    except KubeFenced as exc:
+        return Written(Outcome.FENCED, exc)
+    except (KubeTimeout, KubeServerError, KubeUnavailable) as exc:
+        # it answered late or not at all: the patch may have reached the server all the same
+        return Written(Outcome.FAILED_MAYBE_SENT, exc)
+    except KubeError as exc:
+        return Written(Outcome.FAILED, exc)
+    return Written(Outcome.PATCHED if sent else Outcome.UNCHANGED)
+
+
+def settle(new_state: PolicyState, old_state: PolicyState, outcome: Outcome) -> PolicyState:
+    """The state to keep after `outcome`. Carried out: `new_state`. Not carried out (dry run,
+    follower, HPA in charge, fenced, failed): the readings and the learning of `new_state`,
+    the scale events and the plan of `old_state`. A failed write that may have landed counts
+    its scale-down as done, which can only delay the next one."""
+    if outcome in _CARRIED_OUT:
+        return new_state
+    kept = replace(
+        new_state,
+        scale_up_events=old_state.scale_up_events,
+        scale_down_events=old_state.scale_down_events,
+        planned_replicas=old_state.planned_replicas,
+    )
+    if outcome is Outcome.FAILED_MAYBE_SENT:
+        kept = replace(kept, scale_down_events=new_state.scale_down_events)
+    return kept

@@ -1,0 +1,318 @@
+"""`Controller.tick()` against the fail-closed fakes of the two adapters: every call a tick
+makes is scripted, every write it sends is checked. Milliseconds per test; the same paths
+through the real client, the API test server and a real Prometheus are in tests/test_loop.py
+and tests/faults/."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from structlog.testing import capture_logs
+
+from autoscaler.adapters.kubernetes import (
+    KubeConflict,
+    KubeForbidden,
+    KubeNotFound,
+    KubeTimeout,
+    KubeUnavailable,
+)
+from autoscaler.adapters.kubernetes.objects import (
+    ClusterSnapshot,
+    snapshot_from_objects,
+)
+from autoscaler.adapters.prometheus import PodMetrics, PrometheusUnavailable
+from autoscaler.config import ConfigWatcher
+from autoscaler.controller.loop import Controller, TargetOutcome
+from autoscaler.policy import MetricSample, PolicyState
+from tests.controller.fakes import FakeKube, FakePrometheus
+from tests.kube_api_server import deployment, hpa, node, pod
+
+NS, NAME = "llm", "qwen"
+NOW = 1_700_000_000.0
+STATE_CM = "vllm-queue-autoscaler-state"
+BUSY = {"waiting": 15.0, "running": 8.0, "kv": 0.95, "completed": 1.6}  # 2 pods of it: 4 replicas
+IDLE = {"waiting": 0.0, "running": 1.0, "kv": 0.05, "completed": 0.2}  # 4 pods of it: too many
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """One target; the scale-down window off, so that one tick can scale down (one pod per 120 s)."""
+    path = tmp_path / "autoscaler.yaml"
+    path.write_text(yaml.safe_dump({"targets": [{
+        "namespace": NS, "deployment": NAME, "max_replicas": 8,
+        "scale_down_window_seconds": 0, "scale_down_window_lead_times": 0,
+    }]}))
+    return path
+
+
+def cluster(replicas: int, *, with_hpa: bool = False) -> ClusterSnapshot:
+    """`replicas` ready pods on one 8-GPU node."""
+    pods = [pod(f"{NAME}-{i}", NS, labels={"app": NAME}, state="ready", created_at=NOW - 900,
+                scheduled_at=NOW - 898, started_at=NOW - 880, ready_at=NOW - 700) for i in range(replicas)]
+    return snapshot_from_objects(
+        deployments=[deployment(NAME, NS, replicas=replicas, labels={"app": NAME})],
+        pods=pods,
+        nodes=[node("gpu-node-1", gpus=8)],
+        hpas=[hpa("qwen-cpu", NS, target_name=NAME)] if with_hpa else [],
+    )
+
+
+def pod_metrics(load: dict[str, float], at: float = NOW - 2) -> PodMetrics:
+    return PodMetrics(
+        waiting=MetricSample(load["waiting"], at),
+        running=MetricSample(load["running"], at),
+        kv_cache_usage=MetricSample(load["kv"], at),
+        kv_metric_name="vllm:kv_cache_usage_perc",
+        completed_per_second=MetricSample(load["completed"], at),
+    )
+
+
+def fleet(replicas: int, load: dict[str, float]) -> dict[tuple[str, str], PodMetrics]:
+    return {(NS, f"{NAME}-{i}"): pod_metrics(load) for i in range(replicas)}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def controller(config: Path, kube: FakeKube, prometheus: FakePrometheus, *, dry_run: bool = False,
+               may_act: Callable[[], bool] | None = None, clock: Clock | None = None) -> Controller:
+    return Controller(watcher=ConfigWatcher(config), kube=kube, prometheus_factory=lambda settings: prometheus,
+                      dry_run=dry_run, clock=clock or Clock(), may_act=may_act)
+
+
+def reads(kube: FakeKube, prometheus: FakePrometheus, snapshot: ClusterSnapshot,
+          metrics: dict[tuple[str, str], PodMetrics] | Exception, *, first: bool = True) -> None:
+    """Script the reads of one tick: the cluster, Prometheus, and on the first tick the state."""
+    kube.script("snapshot", snapshot)
+    prometheus.script("fetch", metrics)
+    if first:
+        kube.script("read_state", {})
+
+
+def written(kube: FakeKube) -> list[tuple[str, Any]]:
+    """The writes sent: (method, the replicas / the Event's reason / the state's keys)."""
+    detail = {"set_replicas": "replicas", "emit_event": "reason", "write_state": "data"}
+    return [(w.method, sorted(w.args["data"]) if w.method == "write_state" else w.args[detail[w.method]])
+            for w in kube.writes]
+
+
+def one(outcomes: Sequence[TargetOutcome]) -> TargetOutcome:
+    [outcome] = outcomes
+    assert outcome.decision is not None
+    return outcome
+
+
+def test_scale_up_patches_the_scale_records_an_event_and_the_state(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    kube.script("set_replicas", True).script("emit_event", {}).script("write_state", True)
+    c = controller(config, kube, prometheus)
+    outcome = one(c.tick())
+    assert (outcome.action, outcome.decision.reason.value, outcome.decision.desired_replicas) == (
+        "patched", "scale_up_queue", 4)
+    assert written(kube) == [("set_replicas", 4), ("emit_event", "ScaledUp"), ("write_state", ["llm.qwen"])]
+    assert "2 -> 4: scale_up_queue" in kube.writes[1].args["message"]
+    assert c.states[(NS, NAME)].scale_up_events != PolicyState().scale_up_events
+    assert kube.called("snapshot")[0].args == {"namespaces": [NS]}
+    assert prometheus.called("fetch")[0].args == {"namespaces": [NS], "now": NOW}
+
+
+def test_scale_down_removes_one_pod_then_waits_out_the_period(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    clock = Clock()
+    c = controller(config, kube, prometheus, clock=clock)
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    kube.script("set_replicas", True).script("emit_event", {}).script("write_state", True)
+    first = one(c.tick())
+    assert (first.action, first.decision.reason.value, first.decision.desired_replicas) == (
+        "patched", "scale_down", 3)
+    assert first.decision.clamp is not None and first.decision.clamp.value == "scale_down_rate"
+
+    clock.now += 15  # well inside the 120 s period of one pod: no second step
+    reads(kube, prometheus, cluster(3), fleet(3, IDLE), first=False)
+    second = one(c.tick())
+    assert (second.action, second.decision.reason.value, second.decision.desired_replicas) == (
+        "hold", "hold_scale_down_rate", 3)
+    assert written(kube) == [("set_replicas", 3), ("emit_event", "ScaledDown"), ("write_state", ["llm.qwen"])]
+
+
+def _absent(metrics: dict[tuple[str, str], PodMetrics]) -> None:
+    del metrics[(NS, f"{NAME}-1")]
+
+
+def _stale(metrics: dict[tuple[str, str], PodMetrics]) -> None:
+    metrics[(NS, f"{NAME}-1")] = pod_metrics(IDLE, at=NOW - 3600)
+
+
+def _nan(metrics: dict[tuple[str, str], PodMetrics]) -> None:
+    metrics[(NS, f"{NAME}-1")] = pod_metrics({**IDLE, "waiting": math.nan})
+
+
+@pytest.mark.parametrize(("fault", "health"), [(_absent, "absent"), (_stale, "stale"), (_nan, "nan")])
+def test_missing_stale_or_nan_data_holds(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus, fault: Callable[[dict[Any, Any]], None], health: str
+) -> None:
+    """The fleet that scales down 4 -> 3 on clean data (the test above) holds at 4."""
+    metrics = fleet(4, IDLE)
+    fault(metrics)
+    reads(kube, prometheus, cluster(4), metrics)
+    kube.script("write_state", True)  # the learned lead times; no set_replicas is scripted
+    outcome = one(controller(config, kube, prometheus).tick())
+    assert (outcome.action, outcome.decision.reason.value, outcome.decision.desired_replicas) == (
+        "hold", "hold_metrics_unhealthy", 4)
+    assert outcome.decision.values.unhealthy_pods == {f"{NAME}-1": health}
+    assert written(kube) == [("write_state", ["llm.qwen"])]
+
+
+def test_prometheus_down_holds(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    reads(kube, prometheus, cluster(4), PrometheusUnavailable("Prometheus at http://p:9090 unreachable"))
+    kube.script("write_state", True)
+    with capture_logs() as logs:
+        outcome = one(controller(config, kube, prometheus).tick())
+    assert (outcome.action, outcome.decision.reason.value, outcome.decision.desired_replicas) == (
+        "hold", "hold_metrics_unhealthy", 4)
+    assert outcome.decision.values.unhealthy_pods == {f"{NAME}-{i}": "absent" for i in range(4)}
+    assert [x["event"] for x in logs if x["log_level"] == "error"] == ["metrics_unreadable"]
+    assert written(kube) == [("write_state", ["llm.qwen"])]
+
+
+def test_cluster_unreadable_decides_nothing(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    kube.script("snapshot", KubeUnavailable("connection refused"))
+    [outcome] = controller(config, kube, prometheus).tick()
+    assert (outcome.action, outcome.decision, outcome.error) == ("error", None, "connection refused")
+    assert kube.writes == [] and prometheus.calls == []
+
+
+def test_dry_run_writes_nothing(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    c = controller(config, kube, prometheus, dry_run=True)
+    outcome = one(c.tick())
+    assert (outcome.action, outcome.decision.desired_replicas) == ("dry_run", 4)
+    assert kube.writes == []
+    state = c.states[(NS, NAME)]
+    assert state.scale_up_events == PolicyState().scale_up_events  # the scale-up did not happen
+    assert state.load_history != PolicyState().load_history  # the reading is kept
+
+
+def _dry_run_state(config: Path, snapshot: ClusterSnapshot, metrics: dict[tuple[str, str], PodMetrics]) -> PolicyState:
+    kube, prometheus = FakeKube(), FakePrometheus()
+    reads(kube, prometheus, snapshot, metrics)
+    c = controller(config, kube, prometheus, dry_run=True)
+    c.tick()
+    kube.verify()
+    prometheus.verify()
+    return c.states[(NS, NAME)]
+
+
+@pytest.mark.parametrize("error", [
+    KubeConflict("409 Conflict: the object has been modified", verb="patch", resource="deployments/scale"),
+    KubeForbidden("403: cannot patch deployments/scale", verb="patch", resource="deployments/scale"),
+    KubeTimeout("no answer within 10 s", verb="patch", resource="deployments/scale"),
+])
+def test_a_failed_write_leaves_the_state_as_if_nothing_was_written(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus, error: Exception
+) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    kube.script("set_replicas", error).script("emit_event", {}).script("write_state", True)
+    clock = Clock()
+    c = controller(config, kube, prometheus, clock=clock)
+    [outcome] = c.tick()
+    assert (outcome.action, outcome.error) == ("error", str(error))
+    assert outcome.decision is not None and outcome.decision.desired_replicas == 4
+    assert written(kube) == [("emit_event", "FailedRescale"), ("write_state", ["llm.qwen"])]
+    assert kube.writes[0].args["message"] == f"2 -> 4 failed: {error}"
+    assert c.states[(NS, NAME)] == _dry_run_state(config, cluster(2), fleet(2, BUSY))
+
+    # the same error on the next tick: no second Warning (and the learned state is unchanged)
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY), first=False)
+    kube.script("set_replicas", error)
+    clock.now += 15
+    assert c.tick()[0].action == "error"
+    assert len(kube.writes) == 2
+
+
+def test_a_timeout_on_a_scale_down_counts_it_as_done(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    """The patch may have landed: a second scale-down waits the period, as after a success."""
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    kube.script("set_replicas", KubeTimeout("no answer within 10 s")).script("emit_event", {})
+    kube.script("write_state", True)
+    c = controller(config, kube, prometheus)
+    assert c.tick()[0].action == "error"
+    assert c.states[(NS, NAME)].scale_down_events != PolicyState().scale_down_events
+
+
+def test_a_deployment_gone_before_the_patch_fails_without_a_warning(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    kube.script("set_replicas", KubeNotFound("deployments/scale llm/qwen not found")).script("write_state", True)
+    assert controller(config, kube, prometheus).tick()[0].action == "error"
+    assert written(kube) == [("write_state", ["llm.qwen"])]
+
+
+def test_a_scale_that_already_holds_the_replicas_is_unchanged(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    kube.script("set_replicas", False).script("write_state", True)
+    c = controller(config, kube, prometheus)
+    assert one(c.tick()).action == "unchanged"
+    assert written(kube) == [("write_state", ["llm.qwen"])]
+    assert c.states[(NS, NAME)].scale_up_events != PolicyState().scale_up_events
+
+
+def test_a_follower_decides_and_writes_nothing(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    outcome = one(controller(config, kube, prometheus, may_act=lambda: False).tick())
+    assert (outcome.action, outcome.decision.desired_replicas) == ("standby", 4)
+    assert kube.writes == []
+
+
+def answers(*values: bool) -> Callable[[], bool]:
+    it: Iterator[bool] = iter(values)
+    return lambda: next(it)
+
+
+def test_the_lease_lost_between_the_plan_and_the_patch_writes_nothing(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    kube.script("set_replicas", True)  # the scale differs: the adapter asks the fence, which says no
+    # leading at the plan; lost at the patch's fence; still lost when the state would be written
+    c = controller(config, kube, prometheus, may_act=answers(True, False, False))
+    with capture_logs() as logs:
+        outcome = one(c.tick())
+    assert outcome.action == "standby"
+    assert kube.writes == []
+    assert [x.get("fenced") for x in logs if x["event"] == "decision"] == [True]
+    assert c.states[(NS, NAME)].scale_up_events == PolicyState().scale_up_events
+
+
+def test_an_hpa_in_charge_gets_no_write_but_one_warning(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(2, with_hpa=True), fleet(2, BUSY))
+    kube.script("emit_event", {}).script("write_state", True)
+    clock = Clock()
+    c = controller(config, kube, prometheus, clock=clock)
+    outcome = one(c.tick())
+    assert (outcome.action, outcome.decision.desired_replicas) == ("skipped_hpa", 4)
+    assert written(kube) == [("emit_event", "HPAConflict"), ("write_state", ["llm.qwen"])]
+    assert "qwen-cpu" in kube.writes[0].args["message"]
+
+    reads(kube, prometheus, cluster(2, with_hpa=True), fleet(2, BUSY), first=False)
+    clock.now += 15
+    assert one(c.tick()).action == "skipped_hpa"
+    assert len(kube.writes) == 2  # no second warning; the state did not change
