@@ -368,12 +368,6 @@ class Controller:
             self._prometheus.close()
 
 
-def _without_actions(new_state: PolicyState, old_state: PolicyState) -> PolicyState:
-    """`settle` after a decision that was not carried out. Kept for tests/faults/test_soak.py,
-    which imports it from here; the rule is `actuation.settle`."""
-    return settle(new_state, old_state, Outcome.FAILED)
-
-
 def _event_message(decision: Decision) -> str:
     v = decision.values
     return (

@@ -15,7 +15,7 @@ when things break (see `autoscaler/controller/observe.py` and `autoscaler/contro
 absent (Prometheus down or answering badly), some pods absent, stale samples, NaN or +Inf
 values, a readiness flap, a rollout, the cluster unreadable (no decision that tick), and a
 failed scale patch (the decision is not carried out and leaves no scale event in the state,
-through the loop's own `_without_actions`).
+through the controller's own `actuation.settle`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.controller.loop import _without_actions
+from autoscaler.controller.actuation import Outcome, settle
 from autoscaler.policy import (
     MetricSample,
     Observation,
@@ -163,7 +163,7 @@ def test_soak_24h_with_random_faults(params: PolicyParams, min_guarded: int) -> 
         # ---- act, as the loop does
         if desired != current and fault == "patch_failed":
             action = "error"
-            state = _without_actions(new_state, state)
+            state = settle(new_state, state, Outcome.FAILED)
         else:
             action = "patched" if desired != current else "hold"
             state = new_state
