@@ -42,6 +42,20 @@ from autoscaler.policy.types import MetricSample, ReadyPod, fast_init
 # would divide by (almost) zero, so the batch model is used instead.
 MIN_THROUGHPUT_PER_SECOND = 1e-3
 
+EPSILON = 1e-9  # a need this close above a whole number of replicas is that number
+_MAX_REPLICAS = 1_000_000  # beyond any bound; keeps absurd readings finite
+
+
+def whole_replicas(x: float) -> int:
+    """A fractional need in whole replicas: rounded up, except for float noise (a need at most
+    1e-9 above a whole number is that number); absurd or NaN needs are capped at 1,000,000.
+
+    Worked example: 4.18 -> 5; 4.0000000001 -> 4; 1e12 -> 1,000,000; NaN -> 1,000,000.
+    """
+    if not x < _MAX_REPLICAS:  # also NaN
+        return _MAX_REPLICAS
+    return math.ceil(x - EPSILON)
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -221,39 +235,23 @@ def compute_demand(
     running = sum(runs) * scale
     kv = sum(_value(p.kv_cache_usage) for p in healthy) * scale
     saturated = [i for i, w in enumerate(waits) if w >= saturated_waiting_per_replica]
-
-    completed = completed_per_second
-    arrivals = arrivals_per_second if completed is not None else None
-    mu: float | None = None
-    model = "none"
-    queue = 0.0
-    if saturated:
-        sat_rates = [
-            r for r in (_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated)
-            if r is not None
-        ]
-        if arrivals is not None and sat_rates and all(r >= MIN_THROUGHPUT_PER_SECOND for r in sat_rates):
-            mu = sum(sat_rates) / len(sat_rates)
-            model = "rate"
-            keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting_per_replica, queue_drain_seconds)
-            with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting_per_replica, queue_drain_seconds)
-            # unhealthy pods are assumed to need drain help like the healthy average; drain help
-            # never exceeds what it takes to keep up (the queue-model demand at most doubles)
-            queue = keep_up + min(keep_up, (with_drain - keep_up) * scale)
-        else:
-            model = "batch"
-            batch = sum(runs[i] for i in saturated) / len(saturated)
-            above_target = sum(1 for w in waits if w > target_waiting_per_replica) * scale
-            queue = min(
-                batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target
-            )
-
+    arrivals = arrivals_per_second if completed_per_second is not None else None
+    mu = _saturated_throughput(healthy, saturated, arrivals, now, stale_after_seconds)
+    model, queue = "none", 0.0
+    if saturated and mu is not None and arrivals is not None:
+        model = "rate"
+        queue = _rate_model(arrivals, mu, waits, scale, target_waiting_per_replica, queue_drain_seconds)
+    elif saturated:
+        model = "batch"
+        batch = sum(runs[i] for i in saturated) / len(saturated)
+        above_target = sum(1 for w in waits if w > target_waiting_per_replica) * scale
+        queue = min(batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target)
     return Demand(
         waiting_total=waiting,
         running_total=running,
         kv_usage_total=kv,
         saturated_pods=round(len(saturated) * scale),
-        completed_per_second=completed,
+        completed_per_second=completed_per_second,
         arrivals_per_second=arrivals,
         replica_throughput_per_second=mu,
         queue_model=model,
@@ -261,6 +259,33 @@ def compute_demand(
         kv_replicas=kv_replicas(kv, target_kv_cache_usage_ratio),
         batch_replicas=batch_replicas(running, target_running_per_replica, ready, max_batch_growth_ratio),
     )
+
+
+def _saturated_throughput(
+    healthy: tuple[ReadyPod, ...], saturated: list[int], arrivals: float | None, now: float, stale_after_seconds: float
+) -> float | None:
+    """A saturated replica's mean throughput (`mu`) when the rate model applies: arrivals known
+    and every saturated pod finishing requests; else None (the batch model, or no queue)."""
+    if not saturated or arrivals is None:
+        return None
+    rates = [
+        r for r in (_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated)
+        if r is not None
+    ]
+    if not rates or not all(r >= MIN_THROUGHPUT_PER_SECOND for r in rates):
+        return None
+    return sum(rates) / len(rates)
+
+
+def _rate_model(
+    arrivals: float, mu: float, waits: list[float], scale: float, target_waiting: float, drain_seconds: float
+) -> float:
+    """The rate model's queue replicas: keep up, plus drain help for the healthy pods scaled to
+    all ready ones (the unhealthy ones are assumed to need it like the healthy average), never
+    more than keeping up takes (so the queue demand at most doubles)."""
+    keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting, drain_seconds)
+    with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting, drain_seconds)
+    return keep_up + min(keep_up, (with_drain - keep_up) * scale)
 
 
 def _value(sample: MetricSample | None) -> float:
