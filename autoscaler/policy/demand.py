@@ -106,7 +106,7 @@ def rate_queue_replicas(
     mu = replica_throughput_per_second
     keep_up = max(0.0, arrivals_per_second) / mu
     drain = sum(
-        min(1.0, max(0.0, w - target_waiting_per_replica) / (mu * queue_drain_seconds)) for w in waiting_per_pod
+        [min(1.0, max(0.0, w - target_waiting_per_replica) / (mu * queue_drain_seconds)) for w in waiting_per_pod]
     )
     return keep_up + drain
 
@@ -143,7 +143,7 @@ def fleet_throughput(
     """
     if not healthy:
         return None
-    rates = [r for r in (_rate(p.completed_per_second, now, stale_after_seconds) for p in healthy) if r is not None]
+    rates = [r for p in healthy if (r := _rate(p.completed_per_second, now, stale_after_seconds)) is not None]
     if not rates:
         return None
     return sum(rates) * ready / len(healthy)
@@ -172,7 +172,7 @@ def arrival_rate(
     """
     if not throughput_history:
         return None
-    mean_throughput = sum(v for _, v in throughput_history) / len(throughput_history)
+    mean_throughput = sum([v for _, v in throughput_history]) / len(throughput_history)
     growth = 0.0
     if len(load_history) >= 2 and load_history[-1][0] > load_history[0][0]:
         (t0, n0), (t1, n1) = load_history[0], load_history[-1]
@@ -229,11 +229,14 @@ def compute_demand(
     if not healthy:
         raise ValueError("compute_demand needs at least one healthy pod")
     scale = ready / len(healthy)
-    waits = [_value(p.waiting) for p in healthy]
-    runs = [_value(p.running) for p in healthy]
+    waits = [s.value for p in healthy if (s := p.waiting) is not None]
+    runs = [s.value for p in healthy if (s := p.running) is not None]
+    kvs = [s.value for p in healthy if (s := p.kv_cache_usage) is not None]
+    if not len(waits) == len(runs) == len(kvs) == len(healthy):  # guards the type, not the data
+        raise ValueError("healthy pod without a sample")
     waiting = sum(waits) * scale
     running = sum(runs) * scale
-    kv = sum(_value(p.kv_cache_usage) for p in healthy) * scale
+    kv = sum(kvs) * scale
     saturated = [i for i, w in enumerate(waits) if w >= saturated_waiting_per_replica]
     arrivals = arrivals_per_second if completed_per_second is not None else None
     mu = _saturated_throughput(healthy, saturated, arrivals, now, stale_after_seconds)
@@ -243,8 +246,8 @@ def compute_demand(
         queue = _rate_model(arrivals, mu, waits, scale, target_waiting_per_replica, queue_drain_seconds)
     elif saturated:
         model = "batch"
-        batch = sum(runs[i] for i in saturated) / len(saturated)
-        above_target = sum(1 for w in waits if w > target_waiting_per_replica) * scale
+        batch = sum([runs[i] for i in saturated]) / len(saturated)
+        above_target = len([w for w in waits if w > target_waiting_per_replica]) * scale
         queue = min(batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target)
     return Demand(
         waiting_total=waiting,
@@ -268,10 +271,7 @@ def _saturated_throughput(
     and every saturated pod finishing requests; else None (the batch model, or no queue)."""
     if not saturated or arrivals is None:
         return None
-    rates = [
-        r for r in (_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated)
-        if r is not None
-    ]
+    rates = [r for i in saturated if (r := _rate(healthy[i].completed_per_second, now, stale_after_seconds)) is not None]
     if not rates or not all(r >= MIN_THROUGHPUT_PER_SECOND for r in rates):
         return None
     return sum(rates) / len(rates)
@@ -288,17 +288,11 @@ def _rate_model(
     return keep_up + min(keep_up, (with_drain - keep_up) * scale)
 
 
-def _value(sample: MetricSample | None) -> float:
-    # Healthy pods have every sample present; this guards the type, not the data.
-    if sample is None:
-        raise ValueError("healthy pod without a sample")
-    return sample.value
-
-
 def _rate(sample: MetricSample | None, now: float, stale_after_seconds: float) -> float | None:
     """An optional throughput sample, or None when missing, stale or not finite."""
-    if sample is None or not math.isfinite(sample.value) or sample.value < 0:
+    if sample is None:
         return None
-    if now - sample.timestamp > stale_after_seconds:
+    value = sample.value
+    if not 0.0 <= value < math.inf or now - sample.timestamp > stale_after_seconds:  # NaN, inf, < 0
         return None
-    return sample.value
+    return value

@@ -47,12 +47,12 @@ def trend(history: tuple[tuple[float, float], ...]) -> float:
     n = len(history)
     if n < 2:
         return 0.0
-    mean_t = sum(t for t, _ in history) / n
-    mean_y = sum(y for _, y in history) / n
-    var_t = sum((t - mean_t) ** 2 for t, _ in history)
+    mean_t = sum([t for t, _ in history]) / n
+    mean_y = sum([y for _, y in history]) / n
+    var_t = sum([(t - mean_t) ** 2 for t, _ in history])
     if var_t <= 0:
         return 0.0
-    return sum((t - mean_t) * (y - mean_y) for t, y in history) / var_t
+    return sum([(t - mean_t) * (y - mean_y) for t, y in history]) / var_t
 
 
 def forecast(

@@ -115,8 +115,5 @@ def read_demand(
 
 def _load(healthy: tuple[ReadyPod, ...], ready: int) -> float:
     """Waiting + running over all ready pods, the healthy ones standing in for the rest."""
-    total = 0.0
-    for p in healthy:
-        for sample in (p.waiting, p.running):
-            total += sample.value if sample is not None else 0.0
+    total = sum([s.value if s is not None else 0.0 for p in healthy for s in (p.waiting, p.running)])
     return total * ready / len(healthy)
