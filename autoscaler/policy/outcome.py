@@ -36,9 +36,10 @@ def clamp(limited: Limited, stabilized: int, rec: Recommendation) -> Clamp | Non
     """The limit that bound the decision: a rate limit or bound (step 7), else the clamp of a
     hold, else the stabilisation window (step 6) that moved the recommendation.
 
-    Worked example: recommendation 3 held at 4 by the scale-down window: scale_down_window; 8
-    held at 5 by the scale-up window: scale_up_window; 4 held at 4 during a rollout: rollout;
-    a rate limit on top of either: scale_down_rate or scale_up_rate; none of these: None.
+    Worked example: a recommendation of 3 kept at 4 by the scale-down window:
+    scale_down_window; 8 kept at 5 by the scale-up window: scale_up_window; a recommendation
+    held during a rollout: rollout; the scale-down rate limit on top of the window:
+    scale_down_rate; a recommendation of 4 that stands: None.
     """
     found = limited.clamp or rec.clamp
     if found is None and stabilized != rec.replicas:
