@@ -42,6 +42,20 @@ from autoscaler.policy.types import MetricSample, ReadyPod, fast_init
 # would divide by (almost) zero, so the batch model is used instead.
 MIN_THROUGHPUT_PER_SECOND = 1e-3
 
+EPSILON = 1e-9  # a need this close above a whole number of replicas is that number
+_MAX_REPLICAS = 1_000_000  # beyond any bound; keeps absurd readings finite
+
+
+def whole_replicas(x: float) -> int:
+    """A fractional need in whole replicas: rounded up, except for float noise (a need at most
+    1e-9 above a whole number is that number); absurd or NaN needs are capped at 1,000,000.
+
+    Worked example: 4.18 -> 5; 4.0000000001 -> 4; 1e12 -> 1,000,000; NaN -> 1,000,000.
+    """
+    if not x < _MAX_REPLICAS:  # also NaN
+        return _MAX_REPLICAS
+    return math.ceil(x - EPSILON)
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -92,7 +106,7 @@ def rate_queue_replicas(
     mu = replica_throughput_per_second
     keep_up = max(0.0, arrivals_per_second) / mu
     drain = sum(
-        min(1.0, max(0.0, w - target_waiting_per_replica) / (mu * queue_drain_seconds)) for w in waiting_per_pod
+        [min(1.0, max(0.0, w - target_waiting_per_replica) / (mu * queue_drain_seconds)) for w in waiting_per_pod]
     )
     return keep_up + drain
 
@@ -129,7 +143,7 @@ def fleet_throughput(
     """
     if not healthy:
         return None
-    rates = [r for r in (_rate(p.completed_per_second, now, stale_after_seconds) for p in healthy) if r is not None]
+    rates = [r for p in healthy if (r := _rate(p.completed_per_second, now, stale_after_seconds)) is not None]
     if not rates:
         return None
     return sum(rates) * ready / len(healthy)
@@ -158,7 +172,7 @@ def arrival_rate(
     """
     if not throughput_history:
         return None
-    mean_throughput = sum(v for _, v in throughput_history) / len(throughput_history)
+    mean_throughput = sum([v for _, v in throughput_history]) / len(throughput_history)
     growth = 0.0
     if len(load_history) >= 2 and load_history[-1][0] > load_history[0][0]:
         (t0, n0), (t1, n1) = load_history[0], load_history[-1]
@@ -215,45 +229,32 @@ def compute_demand(
     if not healthy:
         raise ValueError("compute_demand needs at least one healthy pod")
     scale = ready / len(healthy)
-    waits = [_value(p.waiting) for p in healthy]
-    runs = [_value(p.running) for p in healthy]
+    waits = [s.value for p in healthy if (s := p.waiting) is not None]
+    runs = [s.value for p in healthy if (s := p.running) is not None]
+    kvs = [s.value for p in healthy if (s := p.kv_cache_usage) is not None]
+    if not len(waits) == len(runs) == len(kvs) == len(healthy):  # guards the type, not the data
+        raise ValueError("healthy pod without a sample")
     waiting = sum(waits) * scale
     running = sum(runs) * scale
-    kv = sum(_value(p.kv_cache_usage) for p in healthy) * scale
+    kv = sum(kvs) * scale
     saturated = [i for i, w in enumerate(waits) if w >= saturated_waiting_per_replica]
-
-    completed = completed_per_second
-    arrivals = arrivals_per_second if completed is not None else None
-    mu: float | None = None
-    model = "none"
-    queue = 0.0
-    if saturated:
-        sat_rates = [
-            r for r in (_rate(healthy[i].completed_per_second, now, stale_after_seconds) for i in saturated)
-            if r is not None
-        ]
-        if arrivals is not None and sat_rates and all(r >= MIN_THROUGHPUT_PER_SECOND for r in sat_rates):
-            mu = sum(sat_rates) / len(sat_rates)
-            model = "rate"
-            keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting_per_replica, queue_drain_seconds)
-            with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting_per_replica, queue_drain_seconds)
-            # unhealthy pods are assumed to need drain help like the healthy average; drain help
-            # never exceeds what it takes to keep up (the queue-model demand at most doubles)
-            queue = keep_up + min(keep_up, (with_drain - keep_up) * scale)
-        else:
-            model = "batch"
-            batch = sum(runs[i] for i in saturated) / len(saturated)
-            above_target = sum(1 for w in waits if w > target_waiting_per_replica) * scale
-            queue = min(
-                batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target
-            )
-
+    arrivals = arrivals_per_second if completed_per_second is not None else None
+    mu = _saturated_throughput(healthy, saturated, arrivals, now, stale_after_seconds)
+    model, queue = "none", 0.0
+    if saturated and mu is not None and arrivals is not None:
+        model = "rate"
+        queue = _rate_model(arrivals, mu, waits, scale, target_waiting_per_replica, queue_drain_seconds)
+    elif saturated:
+        model = "batch"
+        batch = sum([runs[i] for i in saturated]) / len(saturated)
+        above_target = len([w for w in waits if w > target_waiting_per_replica]) * scale
+        queue = min(batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target)
     return Demand(
         waiting_total=waiting,
         running_total=running,
         kv_usage_total=kv,
         saturated_pods=round(len(saturated) * scale),
-        completed_per_second=completed,
+        completed_per_second=completed_per_second,
         arrivals_per_second=arrivals,
         replica_throughput_per_second=mu,
         queue_model=model,
@@ -263,17 +264,35 @@ def compute_demand(
     )
 
 
-def _value(sample: MetricSample | None) -> float:
-    # Healthy pods have every sample present; this guards the type, not the data.
-    if sample is None:
-        raise ValueError("healthy pod without a sample")
-    return sample.value
+def _saturated_throughput(
+    healthy: tuple[ReadyPod, ...], saturated: list[int], arrivals: float | None, now: float, stale_after_seconds: float
+) -> float | None:
+    """A saturated replica's mean throughput (`mu`) when the rate model applies: arrivals known
+    and every saturated pod finishing requests; else None (the batch model, or no queue)."""
+    if not saturated or arrivals is None:
+        return None
+    rates = [r for i in saturated if (r := _rate(healthy[i].completed_per_second, now, stale_after_seconds)) is not None]
+    if not rates or not all(r >= MIN_THROUGHPUT_PER_SECOND for r in rates):
+        return None
+    return sum(rates) / len(rates)
+
+
+def _rate_model(
+    arrivals: float, mu: float, waits: list[float], scale: float, target_waiting: float, drain_seconds: float
+) -> float:
+    """The rate model's queue replicas: keep up, plus drain help for the healthy pods scaled to
+    all ready ones (the unhealthy ones are assumed to need it like the healthy average), never
+    more than keeping up takes (so the queue demand at most doubles)."""
+    keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting, drain_seconds)
+    with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting, drain_seconds)
+    return keep_up + min(keep_up, (with_drain - keep_up) * scale)
 
 
 def _rate(sample: MetricSample | None, now: float, stale_after_seconds: float) -> float | None:
     """An optional throughput sample, or None when missing, stale or not finite."""
-    if sample is None or not math.isfinite(sample.value) or sample.value < 0:
+    if sample is None:
         return None
-    if now - sample.timestamp > stale_after_seconds:
+    value = sample.value
+    if not 0.0 <= value < math.inf or now - sample.timestamp > stale_after_seconds:  # NaN, inf, < 0
         return None
-    return sample.value
+    return value

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.time_window import Entries, TimeWindow
 from autoscaler.policy.types import fast_init
 
 
@@ -26,23 +27,16 @@ class Forecast:
 
 
 def update_load_history(
-    history: tuple[tuple[float, float], ...], now: float, load: float, window_seconds: float
-) -> tuple[tuple[float, float], ...]:
-    """Append (now, load) and keep samples with now - t < window (the edge itself drops out).
+    history: Entries[float], now: float, load: float, window_seconds: float
+) -> TimeWindow[float]:
+    """Record the reading (now, load), keeping those less than the window old (the edge itself
+    drops out); a reading taken again at the same tick replaces the earlier one. A window of 0
+    keeps nothing.
 
     Worked example: window 120, now 1120: a sample at t = 1000 is exactly 120 s old and
     drops; one at 1001 (119 s old) stays.
     """
-    if window_seconds <= 0:
-        return ()
-    start = 0
-    n = len(history)
-    while start < n and now - history[start][0] >= window_seconds:  # oldest first: few expire per tick
-        start += 1
-    end = n
-    while end > start and history[end - 1][0] >= now:  # a repeated tick replaces its reading
-        end -= 1
-    return history[start:end] + ((now, load),)
+    return TimeWindow.of(history).record_reading(now, load, window_seconds)
 
 
 def trend(history: tuple[tuple[float, float], ...]) -> float:
@@ -53,12 +47,12 @@ def trend(history: tuple[tuple[float, float], ...]) -> float:
     n = len(history)
     if n < 2:
         return 0.0
-    mean_t = sum(t for t, _ in history) / n
-    mean_y = sum(y for _, y in history) / n
-    var_t = sum((t - mean_t) ** 2 for t, _ in history)
+    mean_t = sum([t for t, _ in history]) / n
+    mean_y = sum([y for _, y in history]) / n
+    var_t = sum([(t - mean_t) ** 2 for t, _ in history])
     if var_t <= 0:
         return 0.0
-    return sum((t - mean_t) * (y - mean_y) for t, y in history) / var_t
+    return sum([(t - mean_t) * (y - mean_y) for t, y in history]) / var_t
 
 
 def forecast(

@@ -18,7 +18,7 @@ replica_calculator.go), and, being unhealthy, still forbid any scale-down.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import isfinite
+from math import inf, isfinite
 
 from autoscaler.policy.types import MetricSample, ReadyPod, SampleHealth
 
@@ -51,11 +51,11 @@ def sample_health(sample: MetricSample | None, now: float, stale_after_seconds: 
 def pod_health(pod: ReadyPod, now: float, stale_after_seconds: float) -> SampleHealth:
     """The worst health among the pod's three samples (NAN, then ABSENT, then STALE)."""
     w, r, k = pod.waiting, pod.running, pod.kv_cache_usage
-    if (  # the usual pod, in one go: all three present, finite, >= 0 and fresh
+    if (  # the usual pod, in one go: all three present, finite and >= 0 (0 <= x < inf), fresh
         w is not None and r is not None and k is not None
-        and isfinite(w.value) and w.value >= 0 and now - w.timestamp <= stale_after_seconds
-        and isfinite(r.value) and r.value >= 0 and now - r.timestamp <= stale_after_seconds
-        and isfinite(k.value) and k.value >= 0 and now - k.timestamp <= stale_after_seconds
+        and 0.0 <= w.value < inf and now - w.timestamp <= stale_after_seconds
+        and 0.0 <= r.value < inf and now - r.timestamp <= stale_after_seconds
+        and 0.0 <= k.value < inf and now - k.timestamp <= stale_after_seconds
     ):
         return SampleHealth.FRESH
     worst = 3  # index into _WORST_FIRST; 3 = fresh

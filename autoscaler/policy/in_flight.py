@@ -85,3 +85,16 @@ def cap_for_in_flight(
     if demand_now >= math.ceil(planned * growth_ratio):
         return recommendation
     return max(current, min(recommendation, max(planned, demand_now)))
+
+
+def plan_after(planned: int | None, recommendation: int, desired: int, current: int) -> int | None:
+    """The plan after this tick: on a scale-up, the highest of the plan, the recommendation
+    and the replicas asked for (a rate limit may still be catching up to the recommendation);
+    else the plan as it was.
+
+    Worked example: 8 replicas, plan 9, recommendation 12 limited to 11: plan 12. No plan,
+    4 -> 6: plan 6. A hold or a scale-down leaves a plan of 9 at 9, and no plan at none.
+    """
+    if desired > current:
+        return max(planned or 0, recommendation, desired)
+    return planned

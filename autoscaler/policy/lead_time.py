@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.time_window import Entries, TimeWindow
 from autoscaler.policy.types import LeadTimeState, Observation, PodStage
 
 MAX_REMEMBERED_PODS = 500
@@ -48,11 +49,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (pos - lo) * (ordered[hi] - ordered[lo])
 
 
-def _prune(
-    samples: tuple[tuple[float, float], ...], now: float, params: PolicyParams
-) -> tuple[tuple[float, float], ...]:
-    kept = [s for s in samples if now - s[0] < params.lead_time_window_seconds]
-    return tuple(kept[-params.lead_time_max_samples :])
+def _prune(samples: Entries[float], now: float, params: PolicyParams) -> TimeWindow[float]:
+    window = TimeWindow.of(samples).within(now, params.lead_time_window_seconds)
+    return window.newest(params.lead_time_max_samples)
 
 
 def _remember(names: tuple[str, ...], new: list[str]) -> tuple[str, ...]:
@@ -97,51 +96,70 @@ def learn_lead_times(state: LeadTimeState, obs: Observation, now: float, params:
     """
     if not _anything_new(state, obs, now, params):
         return state
-    recorded = set(state.recorded_set)
-    recorded_node = set(state.recorded_node_set)
-    seen_unschedulable = set(state.seen_unschedulable_set)
-    load_samples = list(state.model_load_samples)
-    node_samples = list(state.node_provision_samples)
-    new_recorded: list[str] = []
-    new_recorded_node: list[str] = []
-    new_unschedulable: list[str] = []
+    seen, unschedulable = _newly_unschedulable(obs, state.seen_unschedulable_set)
+    node_pods, node_samples = _node_provision_samples(obs, seen, state.recorded_node_set, now)
+    load_pods, load_samples = _model_load_samples(obs, state.recorded_set, now, params)
+    return replace(
+        state,
+        model_load_samples=_prune(state.model_load_samples + load_samples, now, params),
+        node_provision_samples=_prune(state.node_provision_samples + node_samples, now, params),
+        recorded_pods=_remember(state.recorded_pods, load_pods),
+        recorded_node_pods=_remember(state.recorded_node_pods, node_pods),
+        seen_unschedulable=_remember(state.seen_unschedulable, unschedulable),
+    )
 
+
+def _newly_unschedulable(obs: Observation, seen: frozenset[str]) -> tuple[set[str], list[str]]:
+    """(every pod seen waiting for a node, those seen for the first time this tick)."""
+    now_seen = set(seen)
+    new: list[str] = []
     for pod in obs.pods_in_flight:
-        if pod.stage is PodStage.UNSCHEDULABLE and pod.name not in seen_unschedulable:
-            seen_unschedulable.add(pod.name)
-            new_unschedulable.append(pod.name)
+        if pod.stage is PodStage.UNSCHEDULABLE and pod.name not in now_seen:
+            now_seen.add(pod.name)
+            new.append(pod.name)
+    return now_seen, new
 
+
+def _node_provision_samples(
+    obs: Observation, seen: set[str], recorded: frozenset[str], now: float
+) -> tuple[list[str], tuple[tuple[float, float], ...]]:
+    """(pods taken, their samples (now, created -> scheduled)): once scheduled, each pod that
+    was seen waiting for a node."""
+    taken = set(recorded)
+    names: list[str] = []
+    samples: list[tuple[float, float]] = []
     startups = [(p.name, p.startup) for p in obs.pods_in_flight] + [
         (p.name, p.startup) for p in obs.ready_pods if p.startup is not None
     ]
     for name, startup in startups:
-        if startup is None or startup.scheduled_at is None:
+        if startup is None or startup.scheduled_at is None or name not in seen or name in taken:
             continue
-        if name in seen_unschedulable and name not in recorded_node:
-            wait = startup.scheduled_at - startup.created_at
-            if 0.0 <= wait <= MAX_SAMPLE_SECONDS:
-                node_samples.append((now, wait))
-            recorded_node.add(name)
-            new_recorded_node.append(name)
+        wait = startup.scheduled_at - startup.created_at
+        if 0.0 <= wait <= MAX_SAMPLE_SECONDS:
+            samples.append((now, wait))
+        taken.add(name)
+        names.append(name)
+    return names, tuple(samples)
 
+
+def _model_load_samples(
+    obs: Observation, recorded: frozenset[str], now: float, params: PolicyParams
+) -> tuple[list[str], tuple[tuple[float, float], ...]]:
+    """(pods taken, their samples (now, scheduled -> ready)): each ready pod not taken before;
+    one that became ready longer than the window ago is taken without a sample."""
+    taken = set(recorded)
+    names: list[str] = []
+    samples: list[tuple[float, float]] = []
     for ready in obs.ready_pods:
         st = ready.startup
-        if st is None or st.scheduled_at is None or st.ready_at is None or ready.name in recorded:
+        if st is None or st.scheduled_at is None or st.ready_at is None or ready.name in taken:
             continue
         load = st.ready_at - st.scheduled_at
         if 0.0 <= load <= MAX_SAMPLE_SECONDS and now - st.ready_at < params.lead_time_window_seconds:
-            load_samples.append((now, load))
-        recorded.add(ready.name)
-        new_recorded.append(ready.name)
-
-    return replace(
-        state,
-        model_load_samples=_prune(tuple(load_samples), now, params),
-        node_provision_samples=_prune(tuple(node_samples), now, params),
-        recorded_pods=_remember(state.recorded_pods, new_recorded),
-        recorded_node_pods=_remember(state.recorded_node_pods, new_recorded_node),
-        seen_unschedulable=_remember(state.seen_unschedulable, new_unschedulable),
-    )
+            samples.append((now, load))
+        taken.add(ready.name)
+        names.append(ready.name)
+    return names, tuple(samples)
 
 
 def estimate_lead_time(state: LeadTimeState, params: PolicyParams) -> LeadTimeEstimate:

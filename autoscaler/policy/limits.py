@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.time_window import Entries, TimeWindow
 from autoscaler.policy.types import Clamp, fast_init
 
 
@@ -30,14 +31,14 @@ class Limited:
     clamp: Clamp | None
 
 
-def _changed_in_period(events: tuple[tuple[float, int], ...], now: float, period: float) -> int:
-    return sum(n for t, n in events if now - t < period)
+def _changed_in_period(events: Entries[int], now: float, period: float) -> int:
+    return TimeWindow.of(events).within(now, period).total()
 
 
 def _period_start(
     current: int,
-    up_events: tuple[tuple[float, int], ...],
-    down_events: tuple[tuple[float, int], ...],
+    up_events: Entries[int],
+    down_events: Entries[int],
     now: float,
     period: float,
 ) -> int:
@@ -47,8 +48,8 @@ def _period_start(
 
 def scale_up_limit(
     current: int,
-    up_events: tuple[tuple[float, int], ...],
-    down_events: tuple[tuple[float, int], ...],
+    up_events: Entries[int],
+    down_events: Entries[int],
     now: float,
     params: PolicyParams,
 ) -> int:
@@ -66,8 +67,8 @@ def scale_up_limit(
 
 def scale_down_limit(
     current: int,
-    up_events: tuple[tuple[float, int], ...],
-    down_events: tuple[tuple[float, int], ...],
+    up_events: Entries[int],
+    down_events: Entries[int],
     now: float,
     params: PolicyParams,
 ) -> int:
@@ -99,8 +100,8 @@ def bounds(params: PolicyParams) -> tuple[int, int, Clamp]:
 def apply_limits(
     desired: int,
     current: int,
-    up_events: tuple[tuple[float, int], ...],
-    down_events: tuple[tuple[float, int], ...],
+    up_events: Entries[int],
+    down_events: Entries[int],
     now: float,
     params: PolicyParams,
 ) -> Limited:
@@ -128,19 +129,23 @@ def apply_limits(
 
 
 def record_event(
-    up_events: tuple[tuple[float, int], ...],
-    down_events: tuple[tuple[float, int], ...],
+    up_events: Entries[int],
+    down_events: Entries[int],
     current: int,
     desired: int,
     now: float,
     params: PolicyParams,
-) -> tuple[tuple[tuple[float, int], ...], tuple[tuple[float, int], ...]]:
-    """Remember this tick's change and forget events older than their period."""
-    # (most ticks have no events to filter)
-    ups = tuple(e for e in up_events if now - e[0] < params.scale_up_period_seconds) if up_events else ()
-    downs = tuple(e for e in down_events if now - e[0] < params.scale_down_period_seconds) if down_events else ()
+) -> tuple[TimeWindow[int], TimeWindow[int]]:
+    """Remember this tick's change and forget events older than their period.
+
+    Worked example: scale-ups of 2 at t = 900 and 1 at t = 990, a scale-down at t = 800;
+    4 -> 6 at now = 1000 (periods 15 s up, 120 s down): the 2 (100 s old) and the
+    scale-down (200 s old) are forgotten; the ups are (990, 1), (1000, 2).
+    """
+    ups = TimeWindow.of(up_events).within(now, params.scale_up_period_seconds)
+    downs = TimeWindow.of(down_events).within(now, params.scale_down_period_seconds)
     if desired > current:
-        ups += ((now, desired - current),)
+        ups = ups.record(now, desired - current)
     elif desired < current:
-        downs += ((now, current - desired),)
+        downs = downs.record(now, current - desired)
     return ups, downs

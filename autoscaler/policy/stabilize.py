@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.time_window import Entries, TimeWindow
 from autoscaler.policy.types import fast_init
 
 
@@ -26,11 +27,12 @@ from autoscaler.policy.types import fast_init
 @dataclass(frozen=True)
 class Stabilized:
     replicas: int
-    recommendations: tuple[tuple[float, int], ...]  # history to keep, incl. this tick
+    recommendations: TimeWindow[int]  # history to keep, incl. this tick
+    down_window_seconds: float  # the scale-down window in force: the configured one or the floor
 
 
 def stabilize(
-    history: tuple[tuple[float, int], ...],
+    history: Entries[int],
     recommendation: int,
     current: int,
     now: float,
@@ -45,34 +47,16 @@ def stabilize(
     and the replicas stay 6. With a window of 300 s and a lead time of 390 s the window is
     390 s: at now = 1000 the 4 (300 s old) is inside, so 4 rather than 3.
     """
-    up = recommendation
-    down = recommendation
     up_window = params.scale_up_window_seconds
-    down_window = params.scale_down_window_seconds
-    if down_window < min_down_window_seconds:
-        down_window = min_down_window_seconds
-    keep_for = max(down_window, up_window)
-    kept = []
-    for entry in history:
-        age = now - entry[0]
-        if age >= keep_for:
-            continue
-        kept.append(entry)
-        rec = entry[1]
-        if age < up_window and rec < up:
-            up = rec
-        if age < down_window and rec > down:
-            down = rec
-    stabilized = current
-    if stabilized < up:
-        stabilized = up
-    if stabilized > down:
-        stabilized = down
+    down_window = max(params.scale_down_window_seconds, min_down_window_seconds)
+    kept = TimeWindow.of(history).within(now, max(down_window, up_window))
+    up = kept.lowest(now, up_window, recommendation)
+    down = kept.highest(now, down_window, recommendation)
+    stabilized = min(max(current, up), down)
     if up_window <= 0:
-        # Only the down window is in use (the default): a recommendation that a newer one
-        # equals or exceeds can never be the window's maximum again, so it is dropped. The
-        # history stays short (decreasing), and the result is the same.
-        while kept and kept[-1][1] <= recommendation:
-            kept.pop()
-    kept.append((now, recommendation))
-    return Stabilized(replicas=stabilized, recommendations=tuple(kept))
+        # Only the down window is in use (the default): the history is read for its maximum
+        # alone, so it keeps only what may still be the maximum (short, and the same result).
+        kept = kept.record_peak(now, recommendation)
+    else:
+        kept = kept.record(now, recommendation)
+    return Stabilized(replicas=stabilized, recommendations=kept, down_window_seconds=down_window)

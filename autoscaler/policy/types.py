@@ -12,7 +12,11 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any, TypeVar
 
+from autoscaler.policy.time_window import Entries, TimeWindow
+
 _T = TypeVar("_T")
+
+_NO_ENTRIES: TimeWindow[Any] = TimeWindow()  # the empty history every state starts with
 
 
 class _Factory:
@@ -253,8 +257,8 @@ class Decision:
 class LeadTimeState:
     """Learned lead-time samples; serialisable so they survive a controller restart."""
 
-    model_load_samples: tuple[tuple[float, float], ...] = ()  # (observed_at, seconds)
-    node_provision_samples: tuple[tuple[float, float], ...] = ()
+    model_load_samples: Entries[float] = _NO_ENTRIES  # (observed_at, seconds), a TimeWindow
+    node_provision_samples: Entries[float] = _NO_ENTRIES
     recorded_pods: tuple[str, ...] = ()  # pods whose load time was taken (bounded, newest last)
     recorded_node_pods: tuple[str, ...] = ()
     seen_unschedulable: tuple[str, ...] = ()  # pods seen waiting for a node (bounded)
@@ -288,14 +292,14 @@ class LeadTimeState:
         if not isinstance(data, dict) or data.get("version") != 1:
             raise ValueError("lead-time state: expected a mapping with version 1")
 
-        def samples(key: str) -> tuple[tuple[float, float], ...]:
+        def samples(key: str) -> TimeWindow[float]:
             out = []
             for item in data.get(key, []):
                 t, s = float(item[0]), float(item[1])
                 if not (math.isfinite(t) and math.isfinite(s)) or s < 0:
                     raise ValueError(f"lead-time state: bad sample {item!r} in {key}")
                 out.append((t, s))
-            return tuple(out)
+            return TimeWindow(out)
 
         def names(key: str) -> tuple[str, ...]:
             return tuple(str(n) for n in data.get(key, []))
@@ -312,13 +316,17 @@ class LeadTimeState:
 @fast_init
 @dataclass(frozen=True)
 class PolicyState:
-    """What `decide()` remembers between ticks for one target. Start with `PolicyState()`."""
+    """What `decide()` remembers between ticks for one target. Start with `PolicyState()`.
 
-    recommendations: tuple[tuple[float, int], ...] = ()  # (t, recommendation) for the windows
-    scale_up_events: tuple[tuple[float, int], ...] = ()  # (t, pods added)
-    scale_down_events: tuple[tuple[float, int], ...] = ()  # (t, pods removed)
-    load_history: tuple[tuple[float, float], ...] = ()  # (t, waiting+running): trend and arrivals
-    throughput_history: tuple[tuple[float, float], ...] = ()  # (t, fleet requests finished per second)
-    arrival_history: tuple[tuple[float, float], ...] = ()  # (t, arrivals per second) for the forecast
+    Each history is a `TimeWindow` of (t, value) entries, oldest first; a plain tuple of pairs
+    is accepted in its place (and is equal to the window with the same entries).
+    """
+
+    recommendations: Entries[int] = _NO_ENTRIES  # (t, recommendation) for the windows
+    scale_up_events: Entries[int] = _NO_ENTRIES  # (t, pods added)
+    scale_down_events: Entries[int] = _NO_ENTRIES  # (t, pods removed)
+    load_history: Entries[float] = _NO_ENTRIES  # (t, waiting+running): trend and arrivals
+    throughput_history: Entries[float] = _NO_ENTRIES  # (t, fleet requests finished per second)
+    arrival_history: Entries[float] = _NO_ENTRIES  # (t, arrivals per second) for the forecast
     planned_replicas: int | None = None  # highest recommendation while pods are in flight
     lead: LeadTimeState = field(default_factory=LeadTimeState)

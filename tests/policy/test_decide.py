@@ -264,3 +264,12 @@ def test_scale_events_feed_the_next_tick() -> None:
     assert d1.desired_replicas == 6
     d2, _ = decide(params, obs(6, pods(2, 120, 8, 0.99, NOW + 14, done=1.6)), s1, NOW + 14)
     assert d2.desired_replicas == 6 and d2.clamp is Clamp.SCALE_UP_RATE  # 4 added 14 s ago
+
+
+def test_docstring_example_batch_model() -> None:
+    # decide()'s worked example: no throughput series, so the batch model: (30 + 16) / (8 + 3) =
+    # 4.18, at most 2 + 2 = 4; KV 1.9 / 0.8 = 2.375; 2 to add with no free GPU: 300 + 300 s
+    d = run(obs(2, pods(2, 15, 8, 0.95, NOW), free_gpus=0))
+    assert (d.desired_replicas, d.reason, d.clamp) == (4, Reason.SCALE_UP_QUEUE, None)
+    assert (d.values.queue_replicas, d.values.lead_time_seconds) == (4.0, 600.0)
+    assert d.values.kv_replicas == pytest.approx(2.375)

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from autoscaler.policy import Clamp, LeadTimeState, MetricSample, PodStage, PodStartup, PolicyParams, SampleHealth
 from autoscaler.policy.demand import (
+    Demand,
     arrival_rate,
     batch_queue_replicas,
     batch_replicas,
     compute_demand,
     fleet_throughput,
-    throughput_partial,
     kv_replicas,
     rate_queue_replicas,
+    throughput_partial,
+    whole_replicas,
 )
-from autoscaler.policy.forecast import forecast, trend, update_load_history
+from autoscaler.policy.forecast import Forecast, forecast, trend, update_load_history
 from autoscaler.policy.health import assess_health, is_warming, pod_health, sample_health
-from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight, pod_eta
+from autoscaler.policy.in_flight import assess_in_flight, cap_for_in_flight, plan_after, pod_eta
 from autoscaler.policy.lead_time import (
     LeadTimeEstimate,
     estimate_lead_time,
@@ -26,10 +27,27 @@ from autoscaler.policy.lead_time import (
     node_needed,
     percentile,
 )
-from autoscaler.policy.limits import apply_limits, bounds, record_event, scale_down_limit, scale_up_limit
+from autoscaler.policy.limits import (
+    Limited,
+    apply_limits,
+    bounds,
+    record_event,
+    scale_down_limit,
+    scale_up_limit,
+)
+from autoscaler.policy.outcome import clamp, reason
+from autoscaler.policy.recommendation import (
+    Recommendation,
+    hold_on_partial_data,
+    recommend,
+    wait_for_capacity_in_flight,
+)
+from autoscaler.policy.rollout import counted_in_flight, hold_for_rollout
+from autoscaler.policy.sizing import Sizing, read_demand, size
 from autoscaler.policy.stabilize import stabilize
+from autoscaler.policy.types import Observation, PolicyState, Reason
 
-from .builders import flying, obs, pod
+from .builders import flying, obs, pod, pods
 
 P = PolicyParams()
 
@@ -503,3 +521,187 @@ def test_record_event_prunes_by_period() -> None:
     ups, downs = record_event(((900.0, 2), (990.0, 1)), ((800.0, 1),), 4, 6, 1000.0, P)
     assert ups == ((990.0, 1), (1000.0, 2))
     assert downs == ()  # 200 s old, period 120 s: dropped
+
+
+# --- whole replicas ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("need", "expected"),
+    [
+        (4.18, 5),  # docstring: rounded up
+        (4.0000000001, 4),  # docstring: float noise above 4 is 4
+        (1e12, 1_000_000),  # docstring: absurd, capped
+        (float("nan"), 1_000_000),  # docstring
+        (4.0, 4),
+        (0.0, 0),
+    ],
+)
+def test_whole_replicas(need: float, expected: int) -> None:
+    assert whole_replicas(need) == expected
+
+
+# --- steps 2 to 4 together: sizing --------------------------------------------------------------------
+LEAD_DEFAULT = LeadTimeEstimate(300.0, 300.0, False, False)
+
+
+def test_size_docstring_example() -> None:
+    # batch model: min(46 / 11 = 4.18, 2 + 2) = 4; KV 1.9 / 0.8 = 2.375; 2 to add, no free GPU: 600 s
+    o = obs(2, (pod("a", 15, 8, 0.95, 1000.0), pod("b", 15, 8, 0.95, 1000.0)), free_gpus=0)
+    got = size(P, o, PolicyState(), assess_health(o.ready_pods, 1000.0, 60.0), 0, LEAD_DEFAULT, 1000.0)
+    assert got.demand is not None and got.forecast is not None
+    assert (got.demand.queue_model, got.demand_replicas, got.lead_time_seconds) == ("batch", 4.0, 600.0)
+    assert got.demand.kv_replicas == pytest.approx(2.375)
+    assert got.forecast.replicas == 4.0  # one reading: no trend
+    assert got.load_history == ((1000.0, 46.0),)
+
+
+def test_size_without_ready_pods() -> None:
+    # docstring: no demand, the lead time of one replica (no free GPU: with a node, 600 s)
+    state = PolicyState(load_history=((985.0, 10.0),))
+    got = size(P, obs(2, (), free_gpus=0), state, assess_health((), 1000.0, 60.0), 0, LEAD_DEFAULT, 1000.0)
+    assert (got.demand, got.forecast, got.demand_replicas, got.lead_time_seconds) == (None, None, 0.0, 600.0)
+    assert got.load_history is state.load_history  # the readings unchanged
+
+
+def test_read_demand_docstring_example() -> None:
+    # load 46 now, 20 thirty seconds ago; 3.2 requests/s finished: arrivals 3.2 + 26 / 30 = 4.07;
+    # keep up 4.07 / 1.6 = 2.54, drain help 2 x 12 / (1.6 x 120) = 0.125
+    ready = (pod("a", 15, 8, 0.95, 1000.0, done=1.6), pod("b", 15, 8, 0.95, 1000.0, done=1.6))
+    state = PolicyState(load_history=((970.0, 20.0),))
+    demand, loads, throughputs = read_demand(P, assess_health(ready, 1000.0, 60.0), 2, state, 1000.0)
+    assert demand.arrivals_per_second == pytest.approx(3.2 + 26 / 30)
+    assert demand.queue_replicas == pytest.approx((3.2 + 26 / 30) / 1.6 + 0.125)
+    assert (loads, throughputs) == (((970.0, 20.0), (1000.0, 46.0)), ((1000.0, 3.2),))
+
+
+# --- the recommendation, from the sizing to step 6 ---------------------------------------------------
+def sizing(demand: float | None, forecast: float | None = None, model: str = "batch") -> Sizing:
+    """A sizing whose demand asks for `demand` replicas (the queue) and its forecast for `forecast`."""
+    if demand is None:
+        return Sizing(None, None, 0.0, 300.0, (), (), ())
+    d = Demand(0.0, 0.0, 0.0, 0, None, None, None, model, demand, 0.0)
+    return Sizing(d, Forecast(0.0, 0.0, demand if forecast is None else forecast), demand, 300.0, (), (), ())
+
+
+FOUR_READY = obs(4, pods(4, 0, 0, 0.5, 1000.0))
+
+
+@pytest.mark.parametrize(
+    ("o", "s", "expected"),
+    [
+        (FOUR_READY, sizing(4.36, 4.2), Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE)),  # docstring
+        (FOUR_READY, sizing(3.95, 5.9), Recommendation(6)),  # docstring: 5.9 -> 6
+        (FOUR_READY, sizing(3.5), Recommendation(4)),  # 3.5 / 4 is 12.5 % off: 4, not a hold
+        (FOUR_READY, sizing(2.2), Recommendation(3)),
+        (obs(4, ()), sizing(None), Recommendation(4, Reason.HOLD_NO_READY_PODS)),  # docstring
+        (FOUR_READY, sizing(None), Recommendation(4, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)),
+    ],
+)
+def test_recommend(o: Observation, s: Sizing, expected: Recommendation) -> None:
+    assert recommend(s, o, P) == expected
+
+
+HEALTHY = (pod("a", 0, 0, 0.1, 1000.0, done=1.0), pod("b", 0, 0, 0.1, 1000.0, done=1.0))
+ONE_NAN = (pod("a", 0, 0, 0.1, 1000.0), pod("b", 0, 0, float("nan"), 1000.0))
+NO_THROUGHPUT = (pod("a", 0, 0, 0.1, 1000.0, done=1.0), pod("b", 0, 0, 0.1, 1000.0))
+HELD_UNHEALTHY = Recommendation(4, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
+
+
+@pytest.mark.parametrize(
+    ("rec", "ready", "model", "expected"),
+    [
+        (Recommendation(1), ONE_NAN, "batch", HELD_UNHEALTHY),  # docstring: a NaN sample: hold at 4
+        (Recommendation(1), HEALTHY, "batch", Recommendation(1)),  # docstring: all healthy
+        (Recommendation(6), ONE_NAN, "batch", Recommendation(6)),  # docstring: up stands
+        (Recommendation(1), NO_THROUGHPUT, "rate", HELD_UNHEALTHY),  # the rate model read a pod as idle
+        (Recommendation(1), NO_THROUGHPUT, "batch", Recommendation(1)),  # the batch model did not
+    ],
+)
+def test_hold_on_partial_data(rec: Recommendation, ready: tuple, model: str, expected: Recommendation) -> None:
+    health = assess_health(ready, 1000.0, 60.0)
+    assert hold_on_partial_data(rec, 4, sizing(1.0, model=model), health, 1000.0, P) == expected
+
+
+@pytest.mark.parametrize(
+    ("demand_now", "expected"),
+    [
+        (10.0, Recommendation(10)),  # docstring: capped at the demand now
+        (8.0, Recommendation(9, Reason.HOLD_CAPACITY_IN_FLIGHT)),  # docstring: at the plan, = current
+        (14.0, Recommendation(15)),  # outgrows the plan (ceil(9 x 1.5) = 14): stands
+    ],
+)
+def test_wait_for_capacity_in_flight(demand_now: float, expected: Recommendation) -> None:
+    flight = assess_in_flight(
+        tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(7)), LEAD, 2000.0
+    )
+    assert wait_for_capacity_in_flight(Recommendation(15), sizing(demand_now), 9, 9, flight, P) == expected
+
+
+# --- step 8: rollout in progress ------------------------------------------------------------------------
+LOADING_TWO = (flying("a", PodStage.LOADING, 990.0, 995.0), flying("b", PodStage.LOADING, 990.0, 995.0))
+
+
+@pytest.mark.parametrize(("rolling", "expected"), [(False, LOADING_TWO), (True, ())])  # docstring
+def test_counted_in_flight(rolling: bool, expected: tuple) -> None:
+    assert counted_in_flight(obs(2, (), pods_in_flight=LOADING_TWO, rollout_in_progress=rolling)) == expected
+
+
+@pytest.mark.parametrize(
+    ("rolling", "rec", "expected"),
+    [
+        (True, Recommendation(1), Recommendation(4, Reason.HOLD_ROLLOUT, Clamp.ROLLOUT)),  # docstring
+        (True, Recommendation(6), Recommendation(6)),  # docstring: up stands
+        (False, Recommendation(1), Recommendation(1)),  # docstring: no rollout
+    ],
+)
+def test_hold_for_rollout(rolling: bool, rec: Recommendation, expected: Recommendation) -> None:
+    assert hold_for_rollout(rec, obs(4, (), rollout_in_progress=rolling)) == expected
+
+
+# --- step 5 again: the plan after the tick -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("planned", "rec", "desired", "current", "expected"),
+    [
+        (9, 12, 11, 8, 12),  # docstring: the recommendation, which the rate limit catches up to
+        (None, 6, 6, 4, 6),  # docstring: no plan, 4 -> 6
+        (9, 8, 8, 8, 9),  # docstring: a hold keeps the plan
+        (None, 3, 3, 4, None),  # docstring: a scale-down keeps no plan
+    ],
+)
+def test_plan_after(planned: int | None, rec: int, desired: int, current: int, expected: int | None) -> None:
+    assert plan_after(planned, rec, desired, current) == expected
+
+
+# --- the outcome: clamp and reason ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("limit_clamp", "stabilized", "rec", "expected"),
+    [
+        (None, 4, Recommendation(3), Clamp.SCALE_DOWN_WINDOW),  # docstring: 3 held at 4
+        (None, 5, Recommendation(8), Clamp.SCALE_UP_WINDOW),  # docstring: 8 held at 5
+        (None, 4, Recommendation(4, Reason.HOLD_ROLLOUT, Clamp.ROLLOUT), Clamp.ROLLOUT),  # docstring
+        (Clamp.SCALE_DOWN_RATE, 4, Recommendation(3), Clamp.SCALE_DOWN_RATE),  # docstring: the limit first
+        (None, 4, Recommendation(4), None),  # docstring
+    ],
+)
+def test_clamp(limit_clamp: Clamp | None, stabilized: int, rec: Recommendation, expected: Clamp | None) -> None:
+    assert clamp(Limited(4, limit_clamp), stabilized, rec) == expected
+
+
+@pytest.mark.parametrize(
+    ("current", "limited", "stabilized", "rec", "s", "expected"),
+    [
+        (2, Limited(5, None), 5, Recommendation(5), sizing(5.0), Reason.SCALE_UP_QUEUE),  # docstring
+        (2, Limited(5, None), 5, Recommendation(5), sizing(2.5, 5.0), Reason.SCALE_UP_FORECAST),  # docstring
+        (1, Limited(2, Clamp.MIN_REPLICAS), 1, Recommendation(1), sizing(1.0), Reason.SCALE_UP_MIN_REPLICAS),
+        (12, Limited(8, Clamp.MAX_REPLICAS), 12, Recommendation(12), sizing(12.0), Reason.SCALE_DOWN_MAX_REPLICAS),
+        (5, Limited(4, None), 4, Recommendation(4), sizing(4.0), Reason.SCALE_DOWN),  # docstring
+        (4, Limited(4, None), 4, Recommendation(3), sizing(3.0), Reason.HOLD_SCALE_DOWN_WINDOW),  # docstring
+        (4, Limited(4, Clamp.SCALE_DOWN_RATE), 3, Recommendation(3), sizing(3.0), Reason.HOLD_SCALE_DOWN_RATE),
+        (4, Limited(4, None), 4, Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE), sizing(4.2),
+         Reason.HOLD_WITHIN_TOLERANCE),  # docstring: a held recommendation gives its hold
+        (4, Limited(4, None), 4, Recommendation(4), sizing(4.0), Reason.HOLD_STEADY),  # docstring
+    ],
+)
+def test_reason(
+    current: int, limited: Limited, stabilized: int, rec: Recommendation, s: Sizing, expected: Reason
+) -> None:
+    assert reason(current, limited, stabilized, rec, s) == expected

@@ -1,0 +1,87 @@
+"""The recommendation: the replicas this tick asks for, before the windows and the limits.
+
+One small value passed along the steps between the sizing (steps 2-4) and the stabilisation
+(step 6). Each step returns it as it is or a new one. A hold pins it to the current replicas
+and says why (the reason the decision reports when nothing else moves it), with the clamp the
+hold reports, if any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoscaler.policy.demand import throughput_partial, whole_replicas
+from autoscaler.policy.health import HealthReport
+from autoscaler.policy.in_flight import InFlight, cap_for_in_flight
+from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.sizing import Sizing
+from autoscaler.policy.types import Clamp, Observation, Reason, fast_init
+
+
+@fast_init
+@dataclass(frozen=True)
+class Recommendation:
+    replicas: int
+    hold: Reason | None = None  # why the replicas were pinned to the current ones, if they were
+    clamp: Clamp | None = None  # the clamp that hold reports (unhealthy metrics, rollout)
+
+
+def recommend(sizing: Sizing, observation: Observation, policy: PolicyParams) -> Recommendation:
+    """The larger of the demand now and the forecast, in whole replicas; the current replicas
+    when there is nothing to read, or when that need is within the tolerance of the ready ones.
+
+    Worked example: 4 replicas, 4 ready, tolerance 0.1. Demand 4.36 and forecast 4.2: 4.36 / 4
+    is within 10 % of 1: hold at 4 (within tolerance). Demand 3.95, forecast 5.9: 6. No ready
+    pod: hold at 4 (no ready pods); ready pods but none healthy: hold at 4 (metrics unhealthy,
+    clamp unhealthy_metrics).
+    """
+    current, ready = observation.spec_replicas, len(observation.ready_pods)
+    if ready == 0:
+        return Recommendation(current, Reason.HOLD_NO_READY_PODS)
+    if sizing.forecast is None:
+        return Recommendation(current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
+    wanted = max(sizing.demand_replicas, sizing.forecast.replicas)
+    if abs(wanted / ready - 1.0) <= policy.tolerance_ratio:
+        return Recommendation(current, Reason.HOLD_WITHIN_TOLERANCE)
+    return Recommendation(whole_replicas(wanted))
+
+
+def hold_on_partial_data(
+    rec: Recommendation, current: int, sizing: Sizing, health: HealthReport, now: float, policy: PolicyParams
+) -> Recommendation:
+    """Never down on partial data: a recommendation below the current replicas is held there
+    when some ready pod is unhealthy (step 1), or when the rate model counted a healthy pod
+    without a throughput series as finishing nothing (which may understate the arrivals).
+
+    Worked example: 4 replicas, recommendation 1, one pod's KV sample NaN: hold at 4 (metrics
+    unhealthy, clamp unhealthy_metrics). Every pod healthy, batch model: the 1 stands. A
+    recommendation of 6 stands whatever the data.
+    """
+    if rec.replicas >= current or sizing.demand is None:
+        return rec
+    partial = sizing.demand.queue_model == "rate" and throughput_partial(
+        health.healthy, now, policy.stale_after_seconds
+    )
+    if health.all_healthy and not partial:
+        return rec
+    return Recommendation(current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
+
+
+def wait_for_capacity_in_flight(
+    rec: Recommendation, sizing: Sizing, planned: int, current: int, flight: InFlight, policy: PolicyParams
+) -> Recommendation:
+    """Step 5 on the recommendation (`cap_for_in_flight`): while pods are on their way, a
+    scale-up goes no higher than the plan or the demand now. Capped to the current replicas,
+    it is a hold.
+
+    Worked example: current 9, plan 9, 7 pods loading, growth ratio 1.5; recommendation 15.
+    Demand now 10: 10. Demand now 8: 9, the current replicas: hold (capacity in flight).
+    """
+    capped = cap_for_in_flight(
+        rec.replicas, whole_replicas(sizing.demand_replicas), planned, current, flight,
+        policy.forecast_max_growth_ratio,
+    )
+    if capped >= rec.replicas:
+        return rec
+    # capped below a recommendation above the current replicas: never a hold before
+    return Recommendation(capped, Reason.HOLD_CAPACITY_IN_FLIGHT if capped == current else None)

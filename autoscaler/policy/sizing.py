@@ -1,0 +1,119 @@
+"""Steps 2 to 4 for one tick: the demand now, the lead time of a replica asked for now, and
+the demand one lead time later, with the readings they keep (load, throughput, arrivals).
+
+With no ready pod, or none healthy (step 1), there is nothing to read: no demand, no forecast,
+the readings unchanged, and the lead time of one replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoscaler.policy.demand import (
+    Demand,
+    arrival_rate,
+    compute_demand,
+    fleet_throughput,
+    whole_replicas,
+)
+from autoscaler.policy.forecast import Forecast, forecast, update_load_history
+from autoscaler.policy.health import HealthReport
+from autoscaler.policy.lead_time import LeadTimeEstimate, node_needed
+from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.time_window import Entries
+from autoscaler.policy.types import Observation, PolicyState, ReadyPod, fast_init
+
+
+@fast_init
+@dataclass(frozen=True)
+class Sizing:
+    demand: Demand | None  # None: no ready pod, or none healthy
+    forecast: Forecast | None  # None exactly when demand is
+    demand_replicas: float  # demand.replicas (a property: the max of three), read once; else 0
+    lead_time_seconds: float
+    load_history: Entries[float]
+    throughput_history: Entries[float]
+    arrival_history: Entries[float]
+
+
+def size(
+    policy: PolicyParams,
+    observation: Observation,
+    state: PolicyState,
+    health: HealthReport,
+    in_flight: int,
+    lead: LeadTimeEstimate,
+    now: float,
+) -> Sizing:
+    """Demand now (2), lead time (3) and forecast (4). The lead time includes a new node when
+    the free GPUs cannot hold the replicas to add beyond the `in_flight` ones.
+
+    Worked example: 2 ready pods with 15 waiting, 8 running, KV 0.95 and no throughput series;
+    no free GPU, nothing in flight, no history; model load 300 s, node 300 s. Demand (batch
+    model): min((30 + 16) / (8 + 3) = 4.18, 2 + 2 queued above target) = 4, KV 1.9 / 0.8 =
+    2.375: 4 replicas. 2 to add with no free GPU: lead time 300 + 300 = 600 s. One reading is
+    no trend: the forecast is the demand, 4. No ready pod: no demand, lead time 600 s.
+    """
+    ready = len(observation.ready_pods)
+    if ready == 0 or not health.healthy:
+        lead_seconds = lead.total(node_needed(observation.free_gpus, 1, policy.gpus_per_replica))
+        return Sizing(None, None, 0.0, lead_seconds, state.load_history, state.throughput_history,
+                      state.arrival_history)
+    demand, loads, throughputs = read_demand(policy, health, ready, state, now)
+    demand_replicas = demand.replicas
+    to_add = max(0, whole_replicas(demand_replicas) - (ready + in_flight))
+    lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
+    arrivals = state.arrival_history
+    if demand.arrivals_per_second is not None:
+        arrivals = update_load_history(arrivals, now, demand.arrivals_per_second, policy.forecast_window_seconds)
+    if demand.queue_model == "rate" and demand.arrivals_per_second is not None:
+        fc = forecast(arrivals, demand.arrivals_per_second, demand_replicas, lead_seconds, policy)
+    else:
+        fc = forecast(loads, demand.load, demand_replicas, lead_seconds, policy)
+    return Sizing(demand, fc, demand_replicas, lead_seconds, loads, throughputs, arrivals)
+
+
+def read_demand(
+    policy: PolicyParams, health: HealthReport, ready: int, state: PolicyState, now: float
+) -> tuple[Demand, Entries[float], Entries[float]]:
+    """Step 2 with its readings: (demand, load history, throughput history). The healthy pods
+    stand in for the ready ones but the warming ones, which hold next to nothing and count as
+    idle (step 1). Arrivals need the load's growth, so two load readings at least: the first
+    tick after a start has one and would read a growing queue as steady.
+
+    Worked example: 2 ready pods with 15 waiting, 8 running and 1.6 requests/s finished each;
+    the load was 20 thirty seconds ago. Load now 2 x (15 + 8) = 46; throughput 3.2 requests/s;
+    arrivals 3.2 + (46 - 20) / 30 = 4.07 requests/s, so the rate model: keep up 4.07 / 1.6 =
+    2.54 replicas, drain help 2 x (15 - 3) / (1.6 x 120) = 0.125: 2.67.
+    """
+    served = ready - len(health.warming)
+    window, stale = policy.forecast_window_seconds, policy.stale_after_seconds
+    loads = update_load_history(state.load_history, now, _load(health.healthy, served), window)
+    throughput = fleet_throughput(health.healthy, served, now, stale)
+    throughputs = state.throughput_history
+    arrivals: float | None = None
+    if throughput is not None:
+        throughputs = update_load_history(throughputs, now, throughput, window)
+        if len(loads) >= 2:
+            arrivals = arrival_rate(loads, throughputs or ((now, throughput),))
+    demand = compute_demand(
+        health.healthy,
+        served,
+        arrivals,
+        now,
+        stale,
+        target_waiting_per_replica=policy.target_waiting_per_replica,
+        target_kv_cache_usage_ratio=policy.target_kv_cache_usage_ratio,
+        saturated_waiting_per_replica=policy.saturated_waiting_per_replica,
+        queue_drain_seconds=policy.queue_drain_seconds,
+        target_running_per_replica=policy.target_running_per_replica,
+        completed_per_second=throughput,
+        max_batch_growth_ratio=policy.forecast_max_growth_ratio,
+    )
+    return demand, loads, throughputs
+
+
+def _load(healthy: tuple[ReadyPod, ...], ready: int) -> float:
+    """Waiting + running over all ready pods, the healthy ones standing in for the rest."""
+    total = sum([s.value if s is not None else 0.0 for p in healthy for s in (p.waiting, p.running)])
+    return total * ready / len(healthy)
