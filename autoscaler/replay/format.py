@@ -330,7 +330,8 @@ def _opt_float(raw: Any, where: str) -> float | None:
 def _opt_int(raw: Any, where: str) -> int | None:
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw != int(raw) or raw < 0:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or (isinstance(raw, float) and not math.isfinite(raw)) \
+            or raw != int(raw) or raw < 0:
         raise RecordingError(f"{where}: expected a replica count, got {_short(raw)}")
     return int(raw)
 
@@ -660,7 +661,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
             raise RecordingError(f"{source}: not UTF-8 text") from None
         try:
             first_doc: Any = json.loads(text)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (JSONDecodeError), or an integer of more than 4,300 digits
             first_doc = None
         except RecursionError:  # ~1,000 levels: the parser's own limit
             raise RecordingError(str(depth_error(f"{source}: line 1"))) from None
@@ -707,6 +708,8 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                     doc = json.loads(line)
                 except json.JSONDecodeError:
                     raise RecordingError(f"{source}: line {lineno} is not JSON (corrupt or truncated)") from None
+                except ValueError as exc:  # an integer of more than 4,300 digits
+                    raise RecordingError(f"{source}: line {lineno}: {str(exc).split(';')[0]}") from None
                 except RecursionError:  # ~1,000 levels: the parser's own limit
                     raise RecordingError(str(depth_error(f"{source}: line {lineno}"))) from None
                 if isinstance(doc, dict) and doc.get("end") is True:

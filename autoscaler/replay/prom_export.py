@@ -78,6 +78,8 @@ def recording_from_export(text: str, source: str) -> Recording:
         check_depth(doc, source)  # `_answers` recurses
     except json.JSONDecodeError as exc:
         raise RecordingError(f"{source}: not JSON (corrupt or truncated at char {exc.pos})") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise RecordingError(f"{source}: {str(exc).split(';')[0]}") from None
     except RecursionError:  # ~1,000 levels: the parser's own limit
         raise RecordingError(str(depth_error(source))) from None
     except LimitError as exc:

@@ -129,9 +129,9 @@ def _num(d: dict[str, Any], key: str, where: str = "profile") -> float:
         raise ValueError(f"{where}: profile key {key}: missing")
     v = d[key]
     lo, hi, whole = RANGES.get(key, (-math.inf, math.inf, False))
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (isinstance(v, int) or math.isfinite(v)):
         raise ValueError(f"{where}: profile key {key}: expected a number, got {_short(v)}")
-    if not lo <= v <= hi or (whole and v != int(v)):
+    if not lo <= v <= hi or (whole and v != int(v)):  # int vs float compares exactly, also past float range
         kind = "a whole number" if whole else "a number"
         raise ValueError(f"{where}: profile key {key} = {_short(v)} is out of range (allowed: {kind} {lo:g} .. {hi:g})")
     return float(v)
