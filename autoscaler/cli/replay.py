@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from autoscaler.cli.errors import fail
+from autoscaler.config.atomic import atomic_path
 from autoscaler.cli.values import parse_target
 
 
@@ -87,9 +88,11 @@ def replay(
             doc = to_json(recording, replays, summaries)
             if closed is not None:
                 doc["counterfactual"] = closed
-            write_json(json_out, doc)
+            with atomic_path(json_out) as tmp:  # whole or not at all (`config.atomic`)
+                write_json(tmp, doc)
         if plot_out:
-            plot(plot_out, recording, replays)
+            with atomic_path(plot_out) as tmp:
+                plot(tmp, recording, replays)
     except OSError as exc:
         fail(f"cannot write output: {exc}")
 

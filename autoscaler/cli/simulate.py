@@ -10,6 +10,7 @@ import click
 import yaml
 
 from autoscaler.cli.errors import fail
+from autoscaler.config.atomic import atomic_path
 
 MAX_JOBS = 256
 
@@ -150,15 +151,19 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
             "initial_replicas": prep.cfg.initial_replicas,
             "oracle_lower_bound_gpu_hours_u085": prep.oracle_bound_gpu_hours(0.85)}
     console.print(rich_table(results, sweeps, desc))
+    # each output whole or not at all (a temporary file renamed over it, `config.atomic`)
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(json.dumps(to_json(results, sweeps, meta), indent=1, default=float))
+        with atomic_path(json_out) as tmp:
+            tmp.write_text(json.dumps(to_json(results, sweeps, meta), indent=1, default=float))
     if md_out:
         Path(md_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(md_out).write_text(f"{desc}\n\n" + markdown(results, sweeps))
+        with atomic_path(md_out) as tmp:
+            tmp.write_text(f"{desc}\n\n" + markdown(results, sweeps))
     if plot_out:
         from autoscaler.sim.plot import plot
 
         Path(plot_out).parent.mkdir(parents=True, exist_ok=True)
-        plot(results, plot_out, desc)
+        with atomic_path(plot_out) as tmp:
+            plot(results, tmp, desc)
         console.print(f"plot: {plot_out}")

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final, NamedTuple
 
+from autoscaler.config.atomic import atomic_path
 from autoscaler.config.bounded import MAX_DEPTH, MiB, LimitError, check_depth, depth_error, describe_size
 from autoscaler.policy.types import MetricSample, PodStage, fast_init
 
@@ -236,9 +237,13 @@ def _dumps(doc: Any) -> str:
 
 
 def write_recording(path: str | Path, header: Header, steps: Iterable[Step]) -> int:
-    """Write the file atomically enough for a CLI (to `path`); returns the number of steps."""
+    """Write the file atomically (to a temporary file in the same folder, fsync, rename over
+    `path`: killed mid-write, the previous file stays whole); returns the number of steps."""
     n = 0
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as fh:
+    final = Path(path)
+    with atomic_path(final) as tmp, open(tmp, "wb") as raw, gzip.GzipFile(
+        filename=str(final), mode="wb", compresslevel=6, fileobj=raw  # the gzip header names `path`, as before
+    ) as gz, io.TextIOWrapper(gz, encoding="utf-8") as fh:
         fh.write(_dumps(encode_header(header)) + "\n")
         for step in steps:
             fh.write(_dumps(encode_step(step)) + "\n")
