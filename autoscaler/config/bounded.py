@@ -85,9 +85,10 @@ def read_text_stream(fh: IO[str], limit: int, source: str, what: str = "input") 
 # --------------------------------------------------------------------------- JSON
 
 
-def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
-    """Raise `LimitError` if lists/dicts nest deeper than `limit` in `value` (iterative)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
+def check_depth(value: Any, where: str, limit: int = MAX_DEPTH, *, start: int = 0) -> None:
+    """Raise `LimitError` if lists/dicts nest deeper than `limit` in `value` (iterative); `value`
+    itself sits `start` levels deep in its document."""
+    stack: list[tuple[Any, int]] = [(value, start)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):

@@ -295,7 +295,7 @@ def _demand(raw: dict[Any, Any], where: str) -> dict[str, Any]:
             continue
         if isinstance(v, dict | list):
             try:
-                check_depth(v, at, MAX_DEPTH - 3)  # the step line, demand and this object
+                check_depth(v, at, start=2)  # in the step line's object and its demand object
             except LimitError as exc:
                 raise RecordingError(str(exc)) from None
         if isinstance(v, dict) and str(k).endswith("_buckets"):
@@ -414,7 +414,7 @@ def decode_header(doc: Any, source: str) -> Header:
     if not isinstance(metadata, dict):
         raise RecordingError(f"{source}: header metadata is not an object")
     try:
-        check_depth(metadata, f"{source}: header metadata", MAX_DEPTH - 1)
+        check_depth(metadata, f"{source}: header metadata", start=1)
     except LimitError as exc:
         raise RecordingError(str(exc)) from None
     return Header(

@@ -130,6 +130,8 @@ def recording_from_export(text: str, source: str) -> Recording:
     if len(namespaces) > 1:
         raise RecordingError(f"{source}: the export spans namespaces {sorted(namespaces)}: export one Deployment")
     grid = sorted(times)
+    if not grid:  # series without a sample (IndexError below before)
+        raise RecordingError(f"{source}: the export's series have no samples")
     diffs = Counter(b - a for a, b in zip(grid, grid[1:]))
     step_ms = diffs.most_common(1)[0][0] if diffs else 15_000
     # requests/s per pod and step from the counters
