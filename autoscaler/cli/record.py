@@ -19,6 +19,7 @@ from autoscaler.cli.values import parse_duration, parse_target, parse_time
 
 MAX_STEPS = 5_000_000
 """Steps of one recording (a month at 1 s is 2.6 million)."""
+MAX_TOKEN_CHARS = 65_536
 
 
 @click.command("record")
@@ -71,7 +72,9 @@ def record(
         token = None
         if bearer_token_file:
             with open(bearer_token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
+                token = fh.read(MAX_TOKEN_CHARS + 1).strip()  # not the whole of /dev/zero
+            if len(token) > MAX_TOKEN_CHARS:
+                raise ValueError(f"--bearer-token-file {bearer_token_file}: longer than {MAX_TOKEN_CHARS:,} characters")
         source = PrometheusSource(
             prometheus_url, timeout_seconds=timeout_seconds, bearer_token=token, ca_file=ca_file,
             insecure_skip_tls_verify=insecure_skip_tls_verify,

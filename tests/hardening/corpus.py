@@ -432,7 +432,8 @@ def build(folder: Path, *, write_files: bool = True) -> list[Case]:
     cases.append(Case("usage/unknown-option", ("check-config", "--bogus", str(big))))
     record = ("record", "--prometheus", "http://127.0.0.1:9", "--target", "llm/qwen", "--out", str(folder / "r.gz"))
     for flags in (("--step", "1ms", "--since", "30d"), ("--step", "inf"), ("--end", "nan"), ("--end", "1e300"),
-                  ("--timeout", "nan"), ("--start", "-1e300", "--end", "0")):
+                  ("--timeout", "nan"), ("--start", "-1e300", "--end", "0"), ("--bearer-token-file", "/dev/zero"),
+                  ("--bearer-token-file", str(not_utf8))):
         cases.append(Case(f"record-flag/{' '.join(flags)}", (*record, *flags)))
     return cases
 
