@@ -61,7 +61,7 @@ def record(
         start = parse_time(start_text) if start_text else end - parse_duration(since)
         if end < start:
             raise ValueError("--end is before --start")
-        for flag, value in (("--start", start), ("--end", end)):
+        for flag, value in (("--end", end), ("--start", start)):  # --start may derive from --end
             if not 0.0 <= value <= MAX_TIMESTAMP:
                 raise ValueError(f"{flag} {value!r}: must be a time from 1970 to 9999")
         if (end - start) / step_seconds + 1 > MAX_STEPS:
