@@ -23,9 +23,12 @@ from autoscaler.config import (
     load_config_file,
     load_config_text,
 )
+from autoscaler.config.bounded import MAX_YAML_BYTES
 from autoscaler.policy.params import PolicyParams
 
 EXIT_INVALID = 2
+MAX_TABLE_TARGETS = 100
+"""Targets shown in the tables (a column each); all of them are checked, and `--json` lists all."""
 
 _DEFAULTS_CHANGED = "cyan"
 _TARGET_CHANGED = "bold yellow"
@@ -42,8 +45,8 @@ def check_config(ctx: click.Context, file: str, as_json: bool) -> None:
     in the form `key = value, must be ...`.
     """
     try:
-        if file == "-":
-            config = load_config_text(sys.stdin.read(), source="<stdin>")
+        if file == "-":  # at most one character more than a config may hold (1 MiB)
+            config = load_config_text(sys.stdin.read(MAX_YAML_BYTES + 1), source="<stdin>")
         else:
             config = load_config_file(file)
     except ConfigError as exc:
@@ -94,18 +97,23 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
     builtin = PolicyParams.model_fields
     defaults = {k: info.default for k, info in builtin.items()} | config.defaults.as_dict()
     pairs = list(config.effective_policies())
-    for chunk in _chunks([t for t, _ in pairs], console.width):
+    shown = pairs[:MAX_TABLE_TARGETS]
+    policy_of = {id(t): p for t, p in shown}
+    for chunk in _chunks([t for t, _ in shown], console.width):
         table = Table(title="effective policy", title_justify="left", header_style="bold")
         table.add_column("key", no_wrap=True)
         table.add_column("defaults", justify="right", no_wrap=True)
         for target in chunk:
             table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", no_wrap=True)
-        policies = [p for t, p in pairs if t in chunk]
+        policies = [policy_of[id(t)] for t in chunk]  # by identity: `t in chunk` compared models, n^2
         for key, info in builtin.items():
             row = [_cell(defaults[key], info.default, _DEFAULTS_CHANGED)]
             row += [_cell(getattr(p, key), defaults[key], _TARGET_CHANGED) for p in policies]
             table.add_row(key, *row)
         console.print(table)
+    if len(pairs) > len(shown):
+        console.print(f"{len(pairs) - len(shown)} more targets not shown (the tables hold the first "
+                      f"{MAX_TABLE_TARGETS}; --json lists all)")
     if pairs:
         console.print(
             Text.assemble(

@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
 from autoscaler import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The group, with click's own refusals (an unknown option, a value of the wrong type) as one
+    line `error: ...` and exit 2, as every other refusal of the command line."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see: {ctx.command_path} -h)" if isinstance(exc, click.UsageError) and ctx is not None else ""
+            click.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="autoscaler")
 def main() -> None:
     """Autoscale vLLM Deployments on request queue depth and KV-cache usage."""

@@ -7,12 +7,19 @@ Every failure the user can fix prints one line `error: ...` to stderr and exits 
 from __future__ import annotations
 
 import math
+import signal
+import sys
 import time
+from types import FrameType
 
 import click
 
 from autoscaler.cli.errors import fail
 from autoscaler.cli.values import parse_duration, parse_target, parse_time
+
+MAX_STEPS = 5_000_000
+"""Steps of one recording (a month at 1 s is 2.6 million)."""
+MAX_TOKEN_CHARS = 65_536
 
 
 @click.command("record")
@@ -37,7 +44,7 @@ def record(
 ) -> None:
     """Record every series the decision core reads for one Deployment into one file."""
     from autoscaler.adapters.prometheus import PrometheusError, PrometheusSource
-    from autoscaler.replay.format import write_recording
+    from autoscaler.replay.format import MAX_TIMESTAMP, write_recording
     from autoscaler.replay.recorder import record as do_record
 
     try:
@@ -45,6 +52,8 @@ def record(
         step_seconds = parse_duration(step)
         if not step_seconds > 0:
             raise ValueError("--step must be > 0")
+        if not math.isfinite(step_seconds):
+            raise ValueError(f"--step {step}: must be finite")
         window = parse_duration(rate_window)
         if window < 1 or window != int(window):
             raise ValueError("--rate-window must be a whole number of seconds >= 1")
@@ -52,10 +61,20 @@ def record(
         start = parse_time(start_text) if start_text else end - parse_duration(since)
         if end < start:
             raise ValueError("--end is before --start")
+        for flag, value in (("--end", end), ("--start", start)):  # --start may derive from --end
+            if not 0.0 <= value <= MAX_TIMESTAMP:
+                raise ValueError(f"{flag} {value!r}: must be a time from 1970 to 9999")
+        if (end - start) / step_seconds + 1 > MAX_STEPS:
+            raise ValueError(f"--step {step}: {(end - start) / step_seconds + 1:.3g} steps from --start to --end "
+                             f"(allowed: at most {MAX_STEPS:,}): a larger --step or a shorter window")
+        if not (math.isfinite(timeout_seconds) and 0.0 < timeout_seconds <= 3600.0):
+            raise ValueError(f"--timeout {timeout_seconds!r}: must be > 0 and <= 3600 seconds")
         token = None
         if bearer_token_file:
             with open(bearer_token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
+                token = fh.read(MAX_TOKEN_CHARS + 1).strip()  # not the whole of /dev/zero
+            if len(token) > MAX_TOKEN_CHARS:
+                raise ValueError(f"--bearer-token-file {bearer_token_file}: longer than {MAX_TOKEN_CHARS:,} characters")
         source = PrometheusSource(
             prometheus_url, timeout_seconds=timeout_seconds, bearer_token=token, ca_file=ca_file,
             insecure_skip_tls_verify=insecure_skip_tls_verify,
@@ -67,6 +86,9 @@ def record(
         if not quiet:
             click.echo(f"\rrecording: query {done}/{total}", nl=done == total, err=True)
 
+    # SIGTERM (kubectl delete, a CI timeout) unwinds like Ctrl-C: the recording being written is a
+    # temporary file that is removed, and the previous file at --out stays whole (issue 13, defect 8)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         with source:
             header, steps = do_record(
@@ -84,3 +106,8 @@ def record(
         click.echo(f"wrote {out}: {n} steps of {step_seconds:g} s, {pods} pods; "
                    f"readiness from {header.metadata['readiness_source']}, spec from {header.metadata['spec_source']}",
                    err=True)
+
+
+def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    click.echo("\nerror: terminated (SIGTERM): --out left as it was", err=True)
+    sys.exit(128 + signum)

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from autoscaler.cli.errors import fail
+from autoscaler.config.atomic import atomic_path
 from autoscaler.cli.values import parse_target
 
 
@@ -47,12 +48,16 @@ def replay(
 
     if len(configs) > 2:
         fail("at most two --config")
+    if free_gpus is not None and not 0 <= free_gpus <= 10**6:
+        fail(f"--free-gpus {free_gpus}: must be 0 .. 1000000")
+    if not 0 <= seed < 2**63:
+        fail(f"--seed {seed}: must be 0 .. 2^63 - 1")
     try:
         recording = read_recording(metrics)
         ns, name = parse_target(target_text) if target_text else (recording.header.namespace, recording.header.deployment)
         if not ns or not name:
             raise RecordingError(f"{metrics}: the recording names no target: pass --target NAMESPACE/DEPLOYMENT")
-        policies = [load_policy(c, ns, name) for c in configs]
+        policies = [check_baseline(c, load_policy(c, ns, name)) for c in configs]
         if plot_out:
             try:
                 import matplotlib  # noqa: F401
@@ -83,11 +88,60 @@ def replay(
             doc = to_json(recording, replays, summaries)
             if closed is not None:
                 doc["counterfactual"] = closed
-            write_json(json_out, doc)
+            with atomic_path(json_out) as tmp:  # whole or not at all (`config.atomic`)
+                write_json(tmp, doc)
         if plot_out:
-            plot(plot_out, recording, replays)
+            with atomic_path(plot_out) as tmp:
+                plot(tmp, recording, replays)
     except OSError as exc:
         fail(f"cannot write output: {exc}")
+
+
+# `hpa-queue:KEY=VALUE` options: (field of HpaParams, low, high); a value outside made the
+# baseline divide by zero or overflow (target=1e-320, target=inf) or run on garbage (min=-5).
+_BASELINE_RANGES: dict[str, tuple[str, float, float]] = {
+    "target": ("target_average_value", 1e-3, 1e6),
+    "min": ("min_replicas", 0, 10_000),
+    "max": ("max_replicas", 1, 10_000),
+    "tolerance": ("tolerance", 0.0, 0.99),
+    "down_window": ("scale_down_window_seconds", 0, 3600),
+    "gpus_per_replica": ("gpus_per_replica", 1, 64),
+}
+
+
+def check_baseline(spec: str, policy: Any) -> Any:
+    """`policy` if its baseline options are in range (HPA's own limits where it has them: a
+    stabilization window of at most 3600 s); else `RecordingError` naming the option."""
+    import math
+
+    from autoscaler.baselines.hpa import HpaParams
+    from autoscaler.replay.format import RecordingError
+
+    params = getattr(policy, "params", None)
+    if not isinstance(params, HpaParams):
+        return policy
+    for option, (field_name, lo, hi) in _BASELINE_RANGES.items():
+        value = getattr(params, field_name)
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise RecordingError(f"{spec}: {option} = {value!r} is out of range (allowed: {lo:g} .. {hi:g})")
+    return policy
+
+
+def _check_rebuilt_demand(recording: Any, seed: int) -> None:
+    """The closed loop generates the rebuilt arrivals: refuse, before, more requests or longer
+    ones than the simulator reads from a trace (`sim.experiment.MAX_REQUESTS`, `sim.traces.MAX_TOKENS`)."""
+    from autoscaler.sim.counterfactual import RebuiltTrace
+    from autoscaler.sim.experiment import MAX_REQUESTS
+    from autoscaler.sim.traces import MAX_TOKENS
+
+    rebuilt = RebuiltTrace(recording, seed=seed)
+    expected = sum(rebuilt.rates) * rebuilt.step
+    if not expected <= MAX_REQUESTS:
+        fail(f"--closed-loop: the recording's demand rebuilds to ~{expected:.3g} requests (allowed: at most "
+             f"{MAX_REQUESTS:,}): its requests/s or queue growth are out of range")
+    for what, mean in (("prompt", rebuilt.mean_in), ("output", rebuilt.mean_out)):
+        if not 0.0 <= mean <= MAX_TOKENS:
+            fail(f"--closed-loop: the recording's mean {what} length is {mean:.3g} tokens (allowed: 0 .. {MAX_TOKENS:,})")
 
 
 def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
@@ -103,10 +157,11 @@ def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[
     except ImportError as exc:
         fail(f"--closed-loop needs the simulator's dependencies (numpy): {exc}")
     try:
-        base = load_policy(recorded, ns, name)
-        cands = [load_policy(c, ns, name) for c in candidates]
+        base = check_baseline(recorded, load_policy(recorded, ns, name))
+        cands = [check_baseline(c, load_policy(c, ns, name)) for c in candidates]
     except RecordingError as exc:
         fail(str(exc))
+    _check_rebuilt_demand(recording, seed)
     try:
         profile = load_profile(profile_name)
     except (OSError, ValueError, KeyError) as exc:

@@ -10,6 +10,9 @@ import click
 import yaml
 
 from autoscaler.cli.errors import fail
+from autoscaler.config.atomic import atomic_path
+
+MAX_JOBS = 256
 
 
 @click.command("simulate")
@@ -44,6 +47,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
 
     from autoscaler.sim.experiment import (
         Scenario,
+        check_knob,
         default_knob,
         prepare,
         run_many,
@@ -59,6 +63,8 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
         raise click.UsageError("give --trace or --scenario")
     if jobs is not None and jobs < 1:
         fail(f"--jobs {jobs}: must be >= 1")
+    if jobs is not None and jobs > MAX_JOBS:
+        fail(f"--jobs {jobs}: must be <= {MAX_JOBS}")
     try:
         sc = Scenario.load(scenario) if scenario else Scenario(name=Path(str(trace_path)).stem, trace=str(trace_path))
     except (ValueError, TypeError, OSError, yaml.YAMLError) as exc:
@@ -89,9 +95,21 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
             fail(f"--knobs {g!r}: values must be numbers")
     try:
         sc = replace(sc, **over)  # type: ignore[arg-type]
+        for pol, values in grids.items():  # finite, > 0, in the policy's range: before any run
+            for value in values:
+                check_knob(sc, pol, value, f"--knobs {pol}")
         prep = prepare(sc)
     except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
         fail(str(exc))
+    if "static-peak" in sc.policies:  # a fixed fleet must fit the simulated cluster (it has max_replicas + 8 pods)
+        import math
+
+        swept = [k for _, k in sweep_jobs(["static-peak"], sc.queue_lead_knob, grids)] if sweep else []
+        for k in {default_knob(sc, "static-peak"), *(k for k in swept if k is not None)}:
+            n = max(1, math.ceil(k * prep.peak_need - 1e-9))
+            if n > sc.max_replicas + 8:
+                fail(f"static-peak at {k:g} x the peak need ({prep.peak_need}) is {n} replicas, more than the simulated "
+                     f"cluster holds (allowed: at most max_replicas + 8 = {sc.max_replicas + 8}); raise --max-replicas")
     desc = (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
             f"peak needs {prep.peak_need} replicas")
     console.print(desc)
@@ -133,15 +151,19 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
             "initial_replicas": prep.cfg.initial_replicas,
             "oracle_lower_bound_gpu_hours_u085": prep.oracle_bound_gpu_hours(0.85)}
     console.print(rich_table(results, sweeps, desc))
+    # each output whole or not at all (a temporary file renamed over it, `config.atomic`)
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(json.dumps(to_json(results, sweeps, meta), indent=1, default=float))
+        with atomic_path(json_out) as tmp:
+            tmp.write_text(json.dumps(to_json(results, sweeps, meta), indent=1, default=float))
     if md_out:
         Path(md_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(md_out).write_text(f"{desc}\n\n" + markdown(results, sweeps))
+        with atomic_path(md_out) as tmp:
+            tmp.write_text(f"{desc}\n\n" + markdown(results, sweeps))
     if plot_out:
         from autoscaler.sim.plot import plot
 
         Path(plot_out).parent.mkdir(parents=True, exist_ok=True)
-        plot(results, plot_out, desc)
+        with atomic_path(plot_out) as tmp:
+            plot(results, tmp, desc)
         console.print(f"plot: {plot_out}")

@@ -1,9 +1,11 @@
-"""Loading one document: YAML (duplicate keys refused) -> the typed model, or `ConfigError`."""
+"""Loading one document: YAML (duplicate keys refused) -> the typed model, or `ConfigError`.
+
+Bounded (`autoscaler.config.bounded`): at most 1 MiB (the size limit of a ConfigMap), collections
+nested at most 100 deep, aliases adding at most 1,000,000 nodes, no recursive alias."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -11,7 +13,16 @@ from pydantic import (
     ValidationError,
 )
 
-from autoscaler.config.messages import ConfigError, _kind, _one_line, _problem_lines
+from autoscaler.config.bounded import (
+    MAX_YAML_BYTES,
+    LimitError,
+    SafeBuilder,
+    describe_size,
+    load_yaml,
+    read_bytes,
+    yaml_problem,
+)
+from autoscaler.config.messages import ConfigError, _kind, _problem_lines
 from autoscaler.config.model import AutoscalerConfig
 
 # --- loading -------------------------------------------------------------------------------------
@@ -19,8 +30,10 @@ from autoscaler.config.model import AutoscalerConfig
 
 def load_config_text(text: str, source: str = "<string>") -> AutoscalerConfig:
     """Parse and validate one document; raise `ConfigError` listing every problem found."""
+    if len(text) > MAX_YAML_BYTES:
+        raise _too_large(source)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text, _UniqueKeyBuilder)
     except yaml.YAMLError as exc:
         raise ConfigError([_yaml_problem(exc, source)], source=source) from None
     if data is None:
@@ -47,15 +60,23 @@ def load_config_file(path: str | os.PathLike[str]) -> AutoscalerConfig:
 
 def _read_text(source: str) -> str:
     try:
-        return Path(source).read_bytes().decode("utf-8")
+        return read_bytes(source, MAX_YAML_BYTES).decode("utf-8")
+    except LimitError:
+        raise _too_large(source) from None
     except OSError as exc:
         raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"], source=source) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{source}: cannot read: not UTF-8 ({exc.reason} at byte {exc.start})"], source=source) from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key repeated in one mapping (PyYAML silently keeps the last)."""
+def _too_large(source: str) -> ConfigError:
+    size = describe_size(MAX_YAML_BYTES)
+    return ConfigError([f"{source}: larger than {size} (allowed: at most {size}, the limit of a ConfigMap)"],
+                       source=source)
+
+
+class _UniqueKeyBuilder(SafeBuilder):
+    """A SafeConstructor that rejects a key repeated in one mapping (PyYAML silently keeps the last)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -76,10 +97,4 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _yaml_problem(exc: yaml.YAMLError, source: str) -> str:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        what = ": ".join(p for p in (exc.context, exc.problem) if p)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
-        return _one_line(f"{where}: invalid YAML: {what}")
-    return _one_line(f"{source}: invalid YAML: {exc}")
+_yaml_problem = yaml_problem

@@ -19,6 +19,8 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from autoscaler.config.bounded import load_yaml
+
 # --- errors -------------------------------------------------------------------------------------
 
 
@@ -312,7 +314,7 @@ def _plain_string(value: str) -> bool:
     if not value or value != value.strip() or not value.isprintable():
         return False
     try:
-        return bool(yaml.safe_load(value) == value)
+        return bool(load_yaml(value) == value)  # bounded: a string may read as a deep or aliased document
     except yaml.YAMLError:
         return False
 

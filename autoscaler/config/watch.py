@@ -33,7 +33,7 @@ class ConfigWatcher:
         self.path = os.fspath(path)
         self.on_change = on_change
         text = _read_text(self.path)
-        self.current: AutoscalerConfig = load_config_text(text, source=self.path)
+        self.current: AutoscalerConfig = self._load(text)
         self.content_hash: str = _digest(text)
         """Hash of the content `current` was loaded from."""
         self.generation: int = 1  # 1 = the initial load; +1 per applied change
@@ -57,7 +57,7 @@ class ConfigWatcher:
         self._seen_hash = digest
         if error is None:
             try:
-                new = load_config_text(text, source=self.path)
+                new = self._load(text)
             except ConfigError as exc:
                 error = exc
         if error is not None:
@@ -72,6 +72,18 @@ class ConfigWatcher:
         if self.on_change is not None:
             self.on_change(old, new)
         return True
+
+    def _load(self, text: str) -> AutoscalerConfig:
+        """`load_config_text`, with any failure a `ConfigError`: an exception of another type
+        escaping `poll()` after the content hash was recorded left that version neither applied
+        nor counted as rejected (issue 13, defect 7)."""
+        try:
+            return load_config_text(text, source=self.path)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a reader bug must still reject the version
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+            raise ConfigError([f"{self.path}: cannot load: {detail}"], source=self.path) from exc
 
 
 def _digest(text: str) -> str:

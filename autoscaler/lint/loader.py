@@ -8,6 +8,10 @@ items.
 
 Mappings and sequences are loaded as `YMap` / `YList`: a dict / list that also knows its own
 line and the line of each key / item, so that a finding can point at the exact field.
+
+Reading is bounded (`autoscaler.config.bounded`, docs/limits.md): at most 4 MiB per input and
+8 MiB in all, 100,000 documents per input, collections nested at most 100 deep, aliases adding at
+most 1,000,000 nodes per input and no recursive alias; beyond, the input is an `InputError`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
+
+from autoscaler.config.bounded import (
+    MAX_MANIFEST_BYTES,
+    MAX_YAML_BYTES,
+    LimitError,
+    SafeBuilder,
+    YamlLimitError,
+    describe_size,
+    load_yaml,
+    load_yaml_all,
+    read_bytes,
+    read_text_stream,
+)
 
 __all__ = [
     "Document",
@@ -37,6 +54,8 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 STDIN = "-"
 STDIN_NAME = "<stdin>"
+MAX_TOTAL_BYTES = 2 * MAX_MANIFEST_BYTES
+"""All inputs of one `autoscaler lint` together."""
 
 
 class YMap(dict[Any, Any]):
@@ -86,8 +105,8 @@ def line_of(obj: Any, *path: Any, default: int = 0) -> int:
     return line
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader building `YMap`/`YList` (merge keys `<<` and anchors work as usual)."""
+class _LineLoader(SafeBuilder):
+    """A SafeConstructor building `YMap`/`YList` (merge keys `<<` and anchors work as usual)."""
 
 
 def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[YMap]:
@@ -110,8 +129,8 @@ def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> Iterator[YLi
     data.item_lines = [item.start_mark.line + 1 for item in node.value]
 
 
-_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
-_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)  # type: ignore[type-var]
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)  # type: ignore[type-var]
 
 
 class InputError(Exception):
@@ -154,7 +173,7 @@ def load_text(text: str, source: str) -> list[Document]:
     """Every mapping document of `text` (a `kind: List` gives its items). Raises `InputError`."""
     documents: list[Document] = []
     try:
-        for data in yaml.load_all(text, Loader=_LineLoader):  # noqa: S506 - a SafeLoader subclass
+        for data in load_yaml_all(text, _LineLoader):
             if not isinstance(data, YMap):
                 continue  # empty documents, and scalars or lists that are no manifests
             if data.get("kind") == "List" and isinstance(data.get("items"), YList):
@@ -164,15 +183,18 @@ def load_text(text: str, source: str) -> list[Document]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
-        raise InputError(f"{where}: invalid YAML: {exc.problem or exc.context or 'unknown error'}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: invalid YAML: {exc}") from None
+        kind = "" if isinstance(exc, YamlLimitError) else "invalid YAML: "
+        raise InputError(f"{where}: {kind}{exc.problem or exc.context or 'unknown error'}") from None
+    except yaml.YAMLError as exc:  # e.g. a character YAML does not allow: its message spans lines
+        raise InputError(" ".join(f"{source}: invalid YAML: {exc}".split())) from None
     return documents
 
 
 def _read(path: Path, source: str) -> str:
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        return read_bytes(path, MAX_MANIFEST_BYTES).decode("utf-8-sig")
+    except LimitError as exc:
+        raise InputError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -189,8 +211,8 @@ def _kustomization_inputs(folder: Path) -> set[Path]:
             continue
         used.add(path.resolve())
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            data = load_yaml(read_bytes(path, MAX_YAML_BYTES).decode("utf-8"))
+        except (OSError, UnicodeDecodeError, LimitError, yaml.YAMLError):
             continue  # a broken kustomization is kustomize's problem, not lint's
         if not isinstance(data, dict):
             continue
@@ -229,6 +251,7 @@ class LoadResult:
     documents: list[Document] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    chars_read: int = 0  # all inputs so far (MAX_TOTAL_BYTES)
 
 
 def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
@@ -237,7 +260,7 @@ def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResul
     result = LoadResult()
     for arg in _unique(inputs):
         if arg == STDIN:
-            _load_one(result, STDIN_NAME, (stdin or sys.stdin).read)
+            _load_one(result, STDIN_NAME, partial(read_text_stream, stdin or sys.stdin, MAX_MANIFEST_BYTES, STDIN_NAME))
             continue
         path = Path(arg)
         if path.is_dir():
@@ -256,7 +279,14 @@ def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResul
 def _load_one(result: LoadResult, source: str, read: Callable[[], str]) -> None:
     try:
         text = read()
+        result.chars_read += len(text)
+        if result.chars_read > MAX_TOTAL_BYTES:
+            size = describe_size(MAX_TOTAL_BYTES)
+            raise InputError(f"{source}: the inputs together are larger than {size} (allowed: at most {size})")
         result.documents += load_text(text, source)
+    except LimitError as exc:
+        result.errors.append(str(exc))
+        return
     except InputError as exc:
         result.errors.append(str(exc))
         return

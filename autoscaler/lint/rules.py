@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration
+from autoscaler.config.bounded import load_yaml
 from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
 from autoscaler.lint.loader import Document, YList, YMap, line_of
 from autoscaler.lint.workload import (
@@ -100,7 +101,7 @@ class LintContext:
                 text = _ymap(doc.data.get("data")).get(CONFIG_KEY)
                 if isinstance(text, str):
                     try:
-                        parsed = yaml.safe_load(text)
+                        parsed = load_yaml(text)  # bounded: depth, aliases (config.bounded)
                     except yaml.YAMLError:
                         continue
                     ref = ObjectRef("ConfigMap", doc.name, doc.namespace)

@@ -33,6 +33,13 @@ Then one line per evaluation step, in time order (`t` = start + k * step_seconds
 
 Last line, the trailer: `{"end": true, "steps": N}`. A file without it was cut short.
 
+Limits of a file read (docs/limits.md): a line holds at most 64 MiB (decompressed: a 1 MB gzip
+bomb of one line is refused at 64 MiB, not grown to 2 GB), at most 1,000 blank lines, JSON nested
+at most 100 deep; times (`t`, `start`, `end`, sample timestamps, pod times) are Unix seconds from
+0 to 253402300799 (year 9999), `step_seconds` 0.001 .. 86400, a finite signal value or demand
+rate within +/-1e15 (NaN and +/-Inf as above), histogram bounds `le` 0 .. 1e9 or "+Inf".
+A plain Prometheus export (one JSON document) holds at most 256 MiB.
+
 Metadata keys written by `autoscaler record`: `recorded_at`, `prometheus` (URL, credentials
 redacted), `pod_regex`, `rate_window_seconds`, `readiness_source` ("kube_pod_status_ready" or
 "vllm_series"), `spec_source` ("kube_deployment_spec_replicas" or "ready_pods"),
@@ -55,6 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final, NamedTuple
 
+from autoscaler.config.atomic import atomic_path
+from autoscaler.config.bounded import MAX_DEPTH, MiB, LimitError, check_depth, depth_error, describe_size
 from autoscaler.policy.types import MetricSample, PodStage, fast_init
 
 
@@ -72,6 +81,16 @@ FORMAT_NAME: Final = "vqa-recording"
 FORMAT_VERSION: Final = 1
 
 SIGNAL_KEYS: Final = ("waiting", "running", "kv", "completed")
+
+MAX_LINE_BYTES: Final = 64 * MiB
+MAX_EXPORT_BYTES: Final = 256 * MiB
+MAX_BLANK_LINES: Final = 1_000
+MAX_TIMESTAMP: Final = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last second a date can show (later ones overflowed the report)."""
+MAX_VALUE: Final = 1e15
+"""A finite signal value or demand rate (two of 1e308 summed to inf and crashed a policy)."""
+MAX_LE: Final = 1e9
+STEP_SECONDS_RANGE: Final = (0.001, 86_400.0)
 
 
 _STAGES: Final = {s.value: s for s in PodStage}
@@ -147,12 +166,38 @@ def _num(value: float) -> float | str:
 _SPECIAL: Final = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
 
 
+def _short(raw: Any) -> str:
+    """repr of a value read, cut to 80 characters (a message stays one short line)."""
+    text = repr(raw) if not isinstance(raw, dict | list) or len(raw) < 20 else f"<{type(raw).__name__} of {len(raw)}>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _float(raw: Any, where: str) -> float:
     if isinstance(raw, str) and raw in _SPECIAL:
         return _SPECIAL[raw]
     if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise RecordingError(f"{where}: expected a number, got {raw!r}")
-    return float(raw)
+        raise RecordingError(f"{where}: expected a number, got {_short(raw)}")
+    try:
+        return float(raw)
+    except OverflowError:  # an integer beyond float range
+        raise RecordingError(f"{where}: {_short(raw)} is out of range") from None
+
+
+def _value(raw: Any, where: str) -> float:
+    """A signal value or demand rate: NaN, +/-Inf, or finite within +/-MAX_VALUE."""
+    v = _float(raw, where)
+    if math.isfinite(v) and not -MAX_VALUE <= v <= MAX_VALUE:
+        raise RecordingError(f"{where}: {_short(raw)} is out of range (allowed: NaN, +/-Inf or within +/-{MAX_VALUE:g})")
+    return v
+
+
+def _time(raw: Any, where: str) -> float:
+    """Unix seconds 0 .. MAX_TIMESTAMP (year 9999)."""
+    t = _float(raw, where)
+    if not 0.0 <= t <= MAX_TIMESTAMP:
+        raise RecordingError(f"{where}: {_short(raw)} is out of range (allowed: Unix seconds 0 .. "
+                             f"{MAX_TIMESTAMP:.0f}, year 9999)")
+    return t
 
 
 def _sample(s: MetricSample | None) -> list[float | str] | None:
@@ -192,9 +237,13 @@ def _dumps(doc: Any) -> str:
 
 
 def write_recording(path: str | Path, header: Header, steps: Iterable[Step]) -> int:
-    """Write the file atomically enough for a CLI (to `path`); returns the number of steps."""
+    """Write the file atomically (to a temporary file in the same folder, fsync, rename over
+    `path`: killed mid-write, the previous file stays whole); returns the number of steps."""
     n = 0
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as fh:
+    final = Path(path)
+    with atomic_path(final) as tmp, open(tmp, "wb") as raw, gzip.GzipFile(
+        filename=str(final), mode="wb", compresslevel=6, fileobj=raw  # the gzip header names `path`, as before
+    ) as gz, io.TextIOWrapper(gz, encoding="utf-8") as fh:
         fh.write(_dumps(encode_header(header)) + "\n")
         for step in steps:
             fh.write(_dumps(encode_step(step)) + "\n")
@@ -213,9 +262,70 @@ def _decode_sample(raw: Any, where: str) -> MetricSample | None:
         v, ts = raw  # float() reads the strings "NaN", "+Inf", "-Inf" too
         if isinstance(v, str) and v not in _SPECIAL:
             raise ValueError(v)
-        return MetricSample(float(v), float(ts))
-    except (TypeError, ValueError):
-        raise RecordingError(f"{where}: expected [value, timestamp] or null, got {raw!r}") from None
+        value, stamp = float(v), float(ts)
+    except (TypeError, ValueError, OverflowError):
+        raise RecordingError(f"{where}: expected [value, timestamp] or null, got {_short(raw)}") from None
+    if math.isfinite(value) and not -MAX_VALUE <= value <= MAX_VALUE or not 0.0 <= stamp <= MAX_TIMESTAMP:
+        raise RecordingError(f"{where}: sample {_short(raw)} is out of range (allowed: a value NaN, +/-Inf or within "
+                             f"+/-{MAX_VALUE:g}; a timestamp in Unix seconds 0 .. {MAX_TIMESTAMP:.0f})")
+    return MetricSample(value, stamp)
+
+
+def _opt_time(raw: Any, where: str) -> float | None:
+    if raw is None:
+        return None
+    try:
+        t = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(raw) from None
+    if not 0.0 <= t <= MAX_TIMESTAMP:
+        raise RecordingError(f"{where}: {_short(raw)} is out of range (allowed: Unix seconds 0 .. "
+                             f"{MAX_TIMESTAMP:.0f}, year 9999)")
+    return t
+
+
+def _demand(raw: dict[Any, Any], where: str) -> dict[str, Any]:
+    """The `demand` object: numbers are rates (`_value`); `*_buckets` maps `le` (a number
+    0 .. MAX_LE, or "+Inf") to a rate; any other object is kept as read, nested at most MAX_DEPTH."""
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        at = f"{where}.demand.{k}"
+        if isinstance(v, str | int | float):
+            out[k] = _value(v, at)
+            continue
+        if isinstance(v, dict | list):
+            try:
+                check_depth(v, at, start=2)  # in the step line's object and its demand object
+            except LimitError as exc:
+                raise RecordingError(str(exc)) from None
+        if isinstance(v, dict) and str(k).endswith("_buckets"):
+            for le, rate in v.items():
+                if not _le_ok(le):
+                    raise RecordingError(f"{at}: bucket bound {_short(le)} (allowed: a number 0 .. {MAX_LE:g} or \"+Inf\")")
+                _float(rate, f"{at}.{le}")
+        out[k] = v
+    return out
+
+
+_LE_SEEN: set[str] = set()
+
+
+def _le_ok(le: Any) -> bool:
+    """A histogram bucket bound: "+Inf"/"Inf" or a number 0 .. MAX_LE (as a string key)."""
+    if le in _LE_SEEN:
+        return True
+    if not isinstance(le, str):
+        return False
+    if le not in ("+Inf", "Inf"):
+        try:
+            bound = float(le)
+        except ValueError:
+            return False
+        if not 0.0 <= bound <= MAX_LE:
+            return False
+    if len(_LE_SEEN) < 4096:
+        _LE_SEEN.add(le)
+    return True
 
 
 def _opt_float(raw: Any, where: str) -> float | None:
@@ -225,8 +335,9 @@ def _opt_float(raw: Any, where: str) -> float | None:
 def _opt_int(raw: Any, where: str) -> int | None:
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != int(raw) or raw < 0:
-        raise RecordingError(f"{where}: expected a replica count, got {raw!r}")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or (isinstance(raw, float) and not math.isfinite(raw)) \
+            or raw != int(raw) or raw < 0:
+        raise RecordingError(f"{where}: expected a replica count, got {_short(raw)}")
     return int(raw)
 
 
@@ -256,9 +367,9 @@ def decode_step(doc: Any, where: str) -> Step:
                     None if kv is None else _decode_sample(kv, where),
                     kv_metric,
                     None if c is None else _decode_sample(c, where),
-                    None if created is None else float(created),
-                    None if scheduled is None else float(scheduled),
-                    None if ready_at is None else float(ready_at),
+                    _opt_time(created, f"{where} pods[{i}] created"),
+                    _opt_time(scheduled, f"{where} pods[{i}] scheduled"),
+                    _opt_time(ready_at, f"{where} pods[{i}] ready_at"),
                 )
             )
         except (KeyError, TypeError, ValueError):
@@ -267,10 +378,9 @@ def decode_step(doc: Any, where: str) -> Step:
     demand_raw = doc.get("demand") or {}
     if not isinstance(demand_raw, dict):
         raise RecordingError(f"{where}: 'demand' is not an object")
-    demand = {k: (_float(v, f"{where}.demand.{k}") if isinstance(v, str | int | float) else v)
-              for k, v in demand_raw.items()}
+    demand = _demand(demand_raw, where)
     return Step(
-        t=_float(doc["t"], f"{where}.t"),
+        t=_time(doc["t"], f"{where}.t"),
         spec=_opt_int(doc.get("spec"), f"{where}.spec"),
         ready=_opt_int(doc.get("ready"), f"{where}.ready"),
         rollout=bool(doc.get("rollout", False)),
@@ -297,15 +407,22 @@ def decode_header(doc: Any, source: str) -> Header:
     step = _float(doc.get("step_seconds"), f"{source} header step_seconds")
     if not step > 0:
         raise RecordingError(f"{source}: header step_seconds must be > 0, got {step!r}")
+    lo, hi = STEP_SECONDS_RANGE
+    if not lo <= step <= hi:
+        raise RecordingError(f"{source}: header step_seconds = {step!r} is out of range (allowed: {lo:g} .. {hi:g})")
     metadata = doc.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise RecordingError(f"{source}: header metadata is not an object")
+    try:
+        check_depth(metadata, f"{source}: header metadata", start=1)
+    except LimitError as exc:
+        raise RecordingError(str(exc)) from None
     return Header(
         namespace=target["namespace"],
         deployment=target["deployment"],
         step_seconds=step,
-        start=_float(doc.get("start"), f"{source} header start"),
-        end=_float(doc.get("end"), f"{source} header end"),
+        start=_time(doc.get("start"), f"{source} header start"),
+        end=_time(doc.get("end"), f"{source} header end"),
         metadata=metadata,
     )
 
@@ -332,6 +449,7 @@ def decode_header(doc: Any, source: str) -> Header:
 _HUGE_INT: Final = re.compile(rb"\d{20}")
 _SAMPLE_CACHE_MAX: Final = 65_536
 _new_tuple = tuple.__new__
+_INFS: Final = (math.inf, -math.inf)
 _copysign = math.copysign
 
 
@@ -342,6 +460,8 @@ def _new_sample(v: Any, ts: Any, cache: dict[Any, MetricSample]) -> MetricSample
         raise ValueError(v)
     value = float(v)
     stamp = float(ts)
+    if not (-MAX_VALUE <= value <= MAX_VALUE or value != value or value in _INFS) or not 0.0 <= stamp <= MAX_TIMESTAMP:
+        raise ValueError(v)  # out of range: `_decode_sample` says which
     s = MetricSample(value, stamp)
     if stamp != 0.0 and (value != 0.0 or _copysign(1.0, value) > 0.0):
         if len(cache) >= _SAMPLE_CACHE_MAX:
@@ -367,6 +487,7 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
         pods_raw = doc.get("pods", [])
         if (
             type(t) is not float
+            or not 0.0 <= t <= MAX_TIMESTAMP
             or not (spec is None or (type(spec) is int and spec >= 0))
             or not (ready is None or (type(ready) is int and ready >= 0))
             or not (rollout is False or rollout is True)
@@ -375,6 +496,7 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
             return None
         get = cache.get
         stages = _STAGES
+        max_ts = MAX_TIMESTAMP
         pods: list[RecordedPod] = []
         for p in pods_raw:
             name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
@@ -394,23 +516,31 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
                 kv = _interned(kv, get, cache)
             if c is not None:
                 c = _interned(c, get, cache)
-            pods.append(_new_tuple(RecordedPod, (
-                name, pod_ready, stage, w, r, kv, kv_metric, c,
-                None if created is None else float(created),
-                None if scheduled is None else float(scheduled),
-                None if ready_at is None else float(ready_at),
-            )))
+            if created is not None:
+                created = float(created)
+                if not 0.0 <= created <= max_ts:
+                    return None
+            if scheduled is not None:
+                scheduled = float(scheduled)
+                if not 0.0 <= scheduled <= max_ts:
+                    return None
+            if ready_at is not None:
+                ready_at = float(ready_at)
+                if not 0.0 <= ready_at <= max_ts:
+                    return None
+            pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at)))
         demand_raw = doc.get("demand") or {}
         if type(demand_raw) is not dict:
             return None
         demand: dict[str, Any] = {}
         for key, v in demand_raw.items():
             tv = type(v)
-            if tv is float:
+            if tv is float and -MAX_VALUE <= v <= MAX_VALUE:
                 demand[key] = v
-            elif tv is int:
+            elif tv is int and -MAX_VALUE <= v <= MAX_VALUE:
                 demand[key] = float(v)
-            elif (tv is dict or tv is list) and not _HUGE_INT.search(line):
+            elif tv is dict and not _HUGE_INT.search(line) and all(type(x) is float for x in v.values()) and all(
+                    le in _LE_SEEN for le in v):
                 demand[key] = v  # e.g. histogram buckets, kept as read
             else:
                 return None
@@ -422,9 +552,22 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
 # --------------------------------------------------------------------------- reading
 
 
-def _lines(fh: Iterable[Any], source: str) -> Iterator[tuple[int, Any]]:
+def _lines(fh: IO[Any] | io.BufferedIOBase, source: str, limit: int = MAX_LINE_BYTES, first_limit: int | None = None
+           ) -> Iterator[tuple[int, Any]]:
+    """(line number, line) of `fh`, each line at most `limit` long (line 1: `first_limit`); a
+    longer line is never read whole: a gzip bomb of one line is refused when the limit is reached."""
+    readline = fh.readline
+    lineno = 0
     try:
-        for lineno, line in enumerate(fh, start=1):
+        while True:
+            size_limit = first_limit if lineno == 0 and first_limit is not None else limit
+            line = readline(size_limit + 1)
+            if not line:
+                return
+            lineno += 1
+            if len(line) > size_limit:
+                size = describe_size(size_limit)
+                raise RecordingError(f"{source}: line {lineno} is longer than {size} (allowed: at most {size} a line)")
             yield lineno, line
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
         raise RecordingError(f"{source}: truncated or corrupt gzip stream ({exc})") from None
@@ -491,8 +634,14 @@ def _read_export(p: Path, gz: bool, source: str) -> ExportText:
     except OSError as exc:  # pragma: no cover - read once already
         raise RecordingError(f"{source}: cannot open: {exc}") from None
     with fh:
-        text = "".join(line for _, line in _lines(fh, source))
-    return ExportText(text, source)
+        parts, size = [], 0
+        for _, line in _lines(fh, source, MAX_EXPORT_BYTES):
+            size += len(line)
+            if size > MAX_EXPORT_BYTES:
+                limit = describe_size(MAX_EXPORT_BYTES)
+                raise RecordingError(f"{source}: a Prometheus export larger than {limit} (allowed: at most {limit})")
+            parts.append(line)
+    return ExportText("".join(parts), source)
 
 
 def _read_recording(path: str | Path) -> Recording | ExportText:
@@ -503,7 +652,11 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
     except OSError as exc:
         raise RecordingError(f"{source}: cannot open: {exc.strerror or exc}") from None
     with _open(p, gz, source) as fh:  # bytes: orjson parses UTF-8 itself
-        lines: Iterator[tuple[int, bytes]] = _lines(fh, source)
+        try:  # line 1 of a one-line Prometheus export may be as long as the export
+            json_like = fh.peek(64)[:64].lstrip()[:1] in (b"{", b"[")  # type: ignore[attr-defined]
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise RecordingError(f"{source}: truncated or corrupt gzip stream ({exc})") from None
+        lines: Iterator[tuple[int, bytes]] = _lines(fh, source, first_limit=MAX_EXPORT_BYTES if json_like else None)
         first = next(lines, None)
         if first is None:
             raise RecordingError(f"{source}: empty file")
@@ -513,8 +666,10 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
             raise RecordingError(f"{source}: not UTF-8 text") from None
         try:
             first_doc: Any = json.loads(text)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (JSONDecodeError), or an integer of more than 4,300 digits
             first_doc = None
+        except RecursionError:  # ~1,000 levels: the parser's own limit
+            raise RecordingError(str(depth_error(f"{source}: line 1"))) from None
         if not (isinstance(first_doc, dict) and "format" in first_doc):
             if text.startswith(("{", "[")):
                 # not our header: a plain Prometheus query_range export (one JSON document)
@@ -529,6 +684,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
         cache: dict[Any, MetricSample] = {}
         fast_loads = _fast_loads
         fast_step = _fast_step
+        blank = 0
         for lineno, raw in lines:
             step: Step | None = None
             if fast_loads is not None and trailer is None:
@@ -544,6 +700,10 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 except UnicodeDecodeError:
                     raise RecordingError(f"{source}: not UTF-8 text") from None
                 if not line.strip():
+                    blank += 1
+                    if blank > MAX_BLANK_LINES:  # a stream of newlines (a gzip bomb) is no recording
+                        raise RecordingError(f"{source}: line {lineno}: more than {MAX_BLANK_LINES:,} blank lines "
+                                             f"(allowed: at most {MAX_BLANK_LINES:,})")
                     continue
                 if trailer is not None:
                     raise RecordingError(f"{source}: line {lineno}: data after the end marker")
@@ -553,6 +713,10 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                     doc = json.loads(line)
                 except json.JSONDecodeError:
                     raise RecordingError(f"{source}: line {lineno} is not JSON (corrupt or truncated)") from None
+                except ValueError as exc:  # an integer of more than 4,300 digits
+                    raise RecordingError(f"{source}: line {lineno}: {str(exc).split(';')[0]}") from None
+                except RecursionError:  # ~1,000 levels: the parser's own limit
+                    raise RecordingError(str(depth_error(f"{source}: line {lineno}"))) from None
                 if isinstance(doc, dict) and doc.get("end") is True:
                     trailer = doc
                     continue

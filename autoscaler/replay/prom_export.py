@@ -15,6 +15,10 @@ What an export cannot give is said in the metadata notes: sample timestamps are 
 times (a raw range answer drops them, so staleness cannot be seen), readiness is the presence
 of a vLLM series, and the spec replicas come from `kube_deployment_spec_replicas` if present,
 else the count of such pods.
+
+Limits (docs/limits.md): the export holds at most 256 MiB (`format.MAX_EXPORT_BYTES`), JSON nested
+at most 100 deep, sample times in Unix seconds 0 .. 253402300799 (year 9999), finite values
+within +/-1e15; two samples of a counter at the same time are one.
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ from autoscaler.adapters.prometheus import (
     Series,
     parse_matrix,
 )
+from autoscaler.config.bounded import LimitError, check_depth, depth_error
 from autoscaler.policy.types import MetricSample
 from autoscaler.replay.format import (
+    MAX_TIMESTAMP,
+    MAX_VALUE,
     Header,
     RecordedPod,
     Recording,
@@ -68,8 +75,15 @@ def _nanmax(values: list[float]) -> float:
 def recording_from_export(text: str, source: str) -> Recording:
     try:
         doc = json.loads(text)
+        check_depth(doc, source)  # `_answers` recurses
     except json.JSONDecodeError as exc:
         raise RecordingError(f"{source}: not JSON (corrupt or truncated at char {exc.pos})") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise RecordingError(f"{source}: {str(exc).split(';')[0]}") from None
+    except RecursionError:  # ~1,000 levels: the parser's own limit
+        raise RecordingError(str(depth_error(source))) from None
+    except LimitError as exc:
+        raise RecordingError(str(exc)) from None
     answers = _answers(doc)
     if not answers:
         raise RecordingError(f"{source}: neither a vqa-recording nor a Prometheus query_range answer")
@@ -87,6 +101,11 @@ def recording_from_export(text: str, source: str) -> Recording:
     deployments: set[str] = set()
     times: set[int] = set()
     for labels, points in series:
+        for t, v in points:
+            if not 0.0 <= t <= MAX_TIMESTAMP or (math.isfinite(v) and not -MAX_VALUE <= v <= MAX_VALUE):
+                raise RecordingError(f"{source}: sample [{t!r}, {v!r}] of {labels.get('__name__', '?')} is out of range "
+                                     f"(allowed: Unix seconds 0 .. {MAX_TIMESTAMP:.0f}; a value NaN, +/-Inf or within "
+                                     f"+/-{MAX_VALUE:g})")
         name = labels.get("__name__", "")
         if name == "kube_deployment_spec_replicas":
             deployments.add(labels.get("deployment", ""))
@@ -111,6 +130,8 @@ def recording_from_export(text: str, source: str) -> Recording:
     if len(namespaces) > 1:
         raise RecordingError(f"{source}: the export spans namespaces {sorted(namespaces)}: export one Deployment")
     grid = sorted(times)
+    if not grid:  # series without a sample (IndexError below before)
+        raise RecordingError(f"{source}: the export's series have no samples")
     diffs = Counter(b - a for a, b in zip(grid, grid[1:]))
     step_ms = diffs.most_common(1)[0][0] if diffs else 15_000
     # requests/s per pod and step from the counters
@@ -119,6 +140,8 @@ def recording_from_export(text: str, source: str) -> Recording:
         points.sort()
         per_pod = completed.setdefault(pod, {})
         for (t0, v0), (t1, v1) in zip(points, points[1:]):
+            if t1 <= t0:  # the same sample twice (two exports of one series): no time, no increase
+                continue
             inc = v1 - v0 if v1 >= v0 else v1
             per_pod[_key(t1)] = per_pod.get(_key(t1), 0.0) + inc / (t1 - t0)
     # per (metric, pod) -> ms -> aggregated over engines

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,11 @@ from autoscaler.sim.policies import (
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
-from autoscaler.sim.traces import MaterializedTrace, Trace, open_trace
+from autoscaler.sim.traces import MAX_SPAN_S, MaterializedTrace, Trace, open_trace
+
+from autoscaler.config.bounded import MAX_YAML_BYTES, finite_in, load_yaml, read_bytes, yaml_problem  # noqa: I001
+from autoscaler.policy import PolicyParams
+from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_DEFAULT_U = POLICIES["oracle"].default  # 0.85: the utilisation the initial fleet is sized at
@@ -62,40 +66,71 @@ class Scenario:
     knobs: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        """Every field's range, checked once whether the scenario comes from a file or from the
-        command line (`dataclasses.replace` runs this too); the error names key, value, range."""
+        """Every field's type and range, checked once whether the scenario comes from a file or from
+        the command line (`dataclasses.replace` runs this too); the error names key, value, range
+        (docs/limits.md)."""
+        _check_types(self)
+        span = f"<= {MAX_SPAN_S:,.0f} s (31 days)"
         checks: list[tuple[str, object, bool, str]] = [
-            ("start", self.start, math.isfinite(self.start) and self.start >= 0.0, ">= 0 s"),
-            ("duration", self.duration, self.duration is None or (math.isfinite(self.duration) and self.duration > 0.0), "> 0 s"),
-            ("rate_scale", self.rate_scale, self.rate_scale is None or (math.isfinite(self.rate_scale) and self.rate_scale > 0.0), "> 0"),
+            ("start", self.start, _finite(self.start) and self.start >= 0.0, ">= 0 s"),
+            ("start", self.start, self.start <= MAX_SPAN_S, span),
+            ("duration", self.duration, self.duration is None or (_finite(self.duration) and self.duration > 0.0), "> 0 s"),
+            ("duration", self.duration, self.duration is None or self.duration <= MAX_SPAN_S, span),
+            ("rate_scale", self.rate_scale, self.rate_scale is None or (_finite(self.rate_scale) and self.rate_scale > 0.0), "> 0"),
             ("peak_replicas", self.peak_replicas, self.peak_replicas is None or self.peak_replicas >= 1, ">= 1"),
-            ("dt", self.dt, math.isfinite(self.dt) and 0.0 < self.dt <= 15.0, "0 < dt <= 15 s (the scrape interval)"),
+            ("peak_replicas", self.peak_replicas, self.peak_replicas is None or self.peak_replicas <= 10_000, "<= 10000"),
+            ("dt", self.dt, _finite(self.dt) and 0.0 < self.dt <= 15.0, "0 < dt <= 15 s (the scrape interval)"),
+            ("dt", self.dt, self.dt >= MIN_DT_S, f">= {MIN_DT_S} s"),
             ("max_replicas", self.max_replicas, 1 <= self.max_replicas <= 10_000, "1 .. 10000"),
             ("min_replicas", self.min_replicas, 1 <= self.min_replicas <= self.max_replicas, "1 .. max_replicas"),
             ("max_nodes", self.max_nodes, self.max_nodes >= 1, ">= 1"),
+            ("max_nodes", self.max_nodes, self.max_nodes <= 100_000, "<= 100000"),
+            ("seed", self.seed, 0 <= self.seed < 2**63, "0 .. 2^63 - 1"),
             ("slo_ttft_s", self.slo_ttft_s, self.slo_ttft_s > 0.0, "> 0 s"),
+            ("slo_ttft_s", self.slo_ttft_s, self.slo_ttft_s <= 3600.0, "<= 3600 s"),
             ("slo_tpot_s", self.slo_tpot_s, self.slo_tpot_s > 0.0, "> 0 s"),
+            ("slo_tpot_s", self.slo_tpot_s, self.slo_tpot_s <= 3600.0, "<= 3600 s"),
         ]
         for key, value, ok, allowed in checks:
             if not ok:
                 raise ValueError(f"scenario {self.name}: {key} = {value!r} is out of range (allowed: {allowed})")
+        for name in self.policies:
+            if name not in POLICIES:
+                raise ValueError(f"scenario {self.name}: policies: unknown policy {name!r} (known: {', '.join(POLICIES)})")
+        try:
+            queue_lead_spec(self.queue_lead_knob)
+        except KeyError:
+            raise ValueError(f"scenario {self.name}: queue_lead_knob = {self.queue_lead_knob!r} is not a knob of "
+                             "queue-lead (known: target_kv_cache_usage_ratio, target_running_per_replica)") from None
+        _check_params(self, {}, "queue_lead")
+        for name, values in self.knobs.items():
+            for value in values:
+                check_knob(self, name, value, f"knobs.{name}")
 
     @staticmethod
     def load(path: str | Path) -> Scenario:
-        raw = yaml.safe_load(Path(path).read_text())
+        """Read a scenario file (at most 1 MiB of YAML, bounded: `autoscaler.config.bounded`)."""
+        try:
+            raw = load_yaml(read_bytes(path, MAX_YAML_BYTES, "scenario file").decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        except yaml.YAMLError as exc:
+            raise ValueError(yaml_problem(exc, str(path))) from None
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected a mapping")
+        known = {f.name for f in fields(Scenario)}
+        unknown = sorted(map(str, set(raw) - known))
+        if unknown:
+            raise ValueError(f"{path}: unknown scenario key(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
         raw.setdefault("name", Path(path).stem)
-        if "policies" in raw:
+        if not isinstance(raw.get("trace"), str):
+            raise ValueError(f"{path}: trace = {_short(raw.get('trace'))}: must be the path of a trace CSV or ServeGen prefix")
+        if isinstance(raw.get("policies"), list):
             raw["policies"] = tuple(raw["policies"])
         trace = str(raw["trace"])
         if not Path(trace).is_absolute():
             raw["trace"] = str((REPO / trace).resolve())
-        known = {f.name for f in fields(Scenario)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"{path}: unknown scenario key(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(sorted(known))})")
         if "knobs" in raw:
             raw["knobs"] = _knob_grids(raw["knobs"], str(path))
         sc = Scenario(**raw)
@@ -103,16 +138,77 @@ class Scenario:
         return sc
 
 
+MIN_DT_S: Final = 0.01
+MAX_KNOB: Final = 10_000.0
+"""A policy knob (each is a positive target, threshold or multiplier) is > 0 and at most this."""
+MAX_REQUESTS: Final = 200_000_000
+"""Requests of one prepared slice (16 bytes each in memory, MaterializedTrace)."""
+
+_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "name": (str,), "trace": (str,), "profile": (str,), "profile_overrides": (dict,),
+    "start": (int, float), "duration": (int, float, type(None)), "rate_scale": (int, float, type(None)),
+    "peak_replicas": (int, type(None)), "dt": (int, float), "min_replicas": (int,), "max_replicas": (int,),
+    "max_nodes": (int,), "seed": (int,), "slo_ttft_s": (int, float), "slo_tpot_s": (int, float),
+    "queue_lead": (dict,), "queue_lead_knob": (str, type(None)), "policies": (tuple,), "knobs": (dict,),
+}
+
+
+def _check_types(sc: Scenario) -> None:
+    for key, types in _TYPES.items():
+        value = getattr(sc, key)
+        if isinstance(value, bool) or not isinstance(value, types):
+            words = {str: "a string", int: "an integer", float: "a number", dict: "a mapping", tuple: "a list",
+                     type(None): "null"}
+            want = " or ".join(dict.fromkeys(words[t] for t in types))
+            raise ValueError(f"scenario {_short(sc.name)}: {key} = {_short(value)}: must be {want}")
+    if not all(isinstance(p, str) for p in sc.policies) or not sc.policies:
+        raise ValueError(f"scenario {sc.name}: policies = {_short(list(sc.policies))}: must be a non-empty list of "
+                         "policy names")
+
+
+def _finite(x: float) -> bool:
+    """`math.isfinite`, also for an integer beyond float range (math.isfinite raised OverflowError)."""
+    return isinstance(x, int) or math.isfinite(x)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_params(sc: Scenario, extra: dict[str, Any], where: str) -> None:
+    """queue-lead's PolicyParams (the scenario's min/max replicas and `queue_lead` overrides, plus
+    `extra`) must validate, with a one-line error naming the key."""
+    try:
+        PolicyParams(**{"min_replicas": sc.min_replicas, "max_replicas": sc.max_replicas, **sc.queue_lead, **extra})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(x) for x in err["loc"]) or "?"
+        raise ValueError(f"scenario {sc.name}: {where}.{key} = {_short(err.get('input'))}: {err['msg']}") from None
+    except TypeError as exc:  # a key that is not a string
+        raise ValueError(f"scenario {sc.name}: {where}: {exc}") from None
+
+
+def check_knob(sc: Scenario, name: str, value: float, where: str) -> None:
+    """A knob value of policy `name`: finite, > 0 and <= MAX_KNOB; for queue-lead also a valid
+    value of the PolicyParams field it sets. ValueError (one line) otherwise."""
+    if name not in POLICIES:
+        raise ValueError(f"{where}: unknown policy {name!r} (known: {', '.join(POLICIES)})")
+    if not (finite_in(value, 0.0, MAX_KNOB) and value > 0.0):
+        raise ValueError(f"scenario {sc.name}: {where} = {value!r} is out of range (allowed: > 0, <= {MAX_KNOB:g})")
+    if name == "queue-lead":
+        _check_params(sc, {queue_lead_spec(sc.queue_lead_knob).knob: value}, where)
+
+
 def _knob_grids(raw: Any, where: str) -> dict[str, tuple[float, ...]]:
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: knobs: expected a mapping POLICY: [values], got {raw!r}")
+        raise ValueError(f"{where}: knobs: expected a mapping POLICY: [values], got {_short(raw)}")
     out: dict[str, tuple[float, ...]] = {}
     for name, vals in raw.items():
         if name not in POLICIES:
-            raise ValueError(f"{where}: knobs: unknown policy {name!r} (known: {', '.join(POLICIES)})")
-        if not isinstance(vals, list) or not vals or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
-            raise ValueError(f"{where}: knobs.{name}: expected a non-empty list of numbers, got {vals!r}")
+            raise ValueError(f"{where}: knobs: unknown policy {_short(name)} (known: {', '.join(POLICIES)})")
+        if not isinstance(vals, list) or not vals or not all(finite_in(v, -1e300, 1e300) for v in vals):
+            raise ValueError(f"{where}: knobs.{name}: expected a non-empty list of numbers, got {_short(vals)}")
         out[name] = tuple(float(v) for v in vals)
     return out
 
@@ -153,9 +249,16 @@ def prepare(sc: Scenario) -> Prepared:
     trace = open_trace(sc.trace, sc.start, sc.duration, 1.0, sc.seed)
     mean_in, mean_out = trace.mean_lengths()
     mu = profile.capacity_rps(mean_in, mean_out)
+    if not mu > 0.0:  # the peak need divided by it
+        raise ValueError(f"{sc.trace}: requests of {mean_in:.0f} + {mean_out:.0f} tokens on average do not fit one "
+                         f"replica of {profile.name} (KV cache {profile.kv_cache_tokens} tokens, TPOT budget 50 ms)")
     scale = sc.rate_scale or 1.0
     if sc.peak_replicas is not None:
         scale = sc.peak_replicas * mu / max(trace.peak_rate(), 1e-9)
+    expected = trace.expected_requests() * scale
+    if not expected <= MAX_REQUESTS:  # refused before generating them (16 bytes each)
+        raise ValueError(f"{sc.trace}: the slice at rate scale {scale:.3g} has ~{expected:.3g} requests (allowed: at "
+                         f"most {MAX_REQUESTS:,}; lower rate_scale, peak_replicas or duration)")
     trace = MaterializedTrace(open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed))
     peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
     work = work_per_bin(trace, profile)

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from autoscaler.config.bounded import MAX_YAML_BYTES, LimitError, load_yaml, read_bytes, yaml_problem
+
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "simulations" / "profiles"
 
 
@@ -94,10 +96,44 @@ class Profile:
         return best
 
 
-def _num(d: dict[str, Any], key: str) -> float:
+# (low, high, whole number): what each number of a profile may be (docs/limits.md); a value out
+# of range made the model divide by zero (block_size 0, a zero step time) or loop for ever
+# (max_num_seqs 10^18) before.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "gpus_per_replica": (1, 64, True),
+    "tokens": (1, 1e9, True), "block_size": (1, 1024, True),
+    "max_num_seqs": (1, 65_536, True), "max_num_batched_tokens": (1, 1e7, True), "max_model_len": (1, 1e8, True),
+    "base_s": (1e-6, 60.0, False), "per_seq_s": (0.0, 1.0, False), "per_kv_token_s": (0.0, 1.0, False),
+    "prefill_per_token_s": (0.0, 1.0, False), "ttft_overhead_s": (0.0, 60.0, False),
+    "node_provision_s": (0.0, 86_400.0, False), "container_start_s": (0.0, 86_400.0, False),
+    "model_load_s": (0.0, 86_400.0, False), "drain_grace_s": (0.0, 86_400.0, False),
+    "node_idle_remove_s": (0.0, 86_400.0, False), "gpus_per_node": (1, 64, True),
+}
+
+
+def _short(value: object) -> str:
+    """repr cut to 80 characters: a message stays one short line whatever the file holds."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _section(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    section = raw.get(key)
+    if not isinstance(section, dict):
+        raise ValueError(f"{where}: {key}: expected a mapping, got {_short(section)}")
+    return section
+
+
+def _num(d: dict[str, Any], key: str, where: str = "profile") -> float:
+    if key not in d:
+        raise ValueError(f"{where}: profile key {key}: missing")
     v = d[key]
-    if not isinstance(v, (int, float)) or not math.isfinite(float(v)):
-        raise ValueError(f"profile key {key}: expected a number, got {v!r}")
+    lo, hi, whole = RANGES.get(key, (-math.inf, math.inf, False))
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (isinstance(v, int) or math.isfinite(v)):
+        raise ValueError(f"{where}: profile key {key}: expected a number, got {_short(v)}")
+    if not lo <= v <= hi or (whole and v != int(v)):  # int vs float compares exactly, also past float range
+        kind = "a whole number" if whole else "a number"
+        raise ValueError(f"{where}: profile key {key} = {_short(v)} is out of range (allowed: {kind} {lo:g} .. {hi:g})")
     return float(v)
 
 
@@ -109,7 +145,7 @@ def profile_path(name_or_path: str) -> Path:
     if cand.exists():
         return cand
     known = sorted(x.stem for x in PROFILE_DIR.glob("*.yaml"))
-    raise FileNotFoundError(f"profile {name_or_path!r} not found (known: {', '.join(known)})")
+    raise FileNotFoundError(f"profile {_short(name_or_path)} not found (known: {', '.join(known)})")
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None, where: str = "profile_overrides"
@@ -120,23 +156,23 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None, wh
     if not overrides:
         return raw
     if not isinstance(overrides, Mapping):
-        raise ValueError(f"{where}: expected a mapping of profile sections, got {overrides!r}")
+        raise ValueError(f"{where}: expected a mapping of profile sections, got {_short(overrides)}")
     out = dict(raw)
     for section, fields in overrides.items():
         if section not in raw:
-            raise ValueError(f"{where}: unknown profile key {section!r} (known: {', '.join(sorted(raw))})")
+            raise ValueError(f"{where}: unknown profile key {_short(section)} (known: {', '.join(sorted(raw))})")
         cur = raw[section]
         if isinstance(cur, dict):
             if not isinstance(fields, Mapping):
-                raise ValueError(f"{where}.{section}: expected a mapping, got {fields!r}")
+                raise ValueError(f"{where}.{section}: expected a mapping, got {_short(fields)}")
             merged = dict(cur)
             for key, value in fields.items():
                 if key not in cur:
-                    raise ValueError(f"{where}.{section}: unknown key {key!r} (known: {', '.join(sorted(cur))})")
+                    raise ValueError(f"{where}.{section}: unknown key {_short(key)} (known: {', '.join(sorted(cur))})")
                 merged[key] = value
             out[section] = merged
         elif isinstance(fields, Mapping):
-            raise ValueError(f"{where}.{section}: {section!r} is a single value, not a section")
+            raise ValueError(f"{where}.{section}: {_short(section)} is a single value, not a section")
         else:
             out[section] = fields
     return out
@@ -156,12 +192,23 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     """The profile `name_or_path` with `overrides` (see `apply_overrides`) applied; an overridden
     profile's name says what changed (`qwen3-8b-h100+scheduler.max_num_batched_tokens=2048`)."""
     path = profile_path(name_or_path)
-    raw = yaml.safe_load(path.read_text())
+    try:
+        raw = load_yaml(read_bytes(path, MAX_YAML_BYTES, "profile").decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(yaml_problem(exc, str(path))) from None
+    except LimitError:
+        raise
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping")
     raw = apply_overrides(raw, overrides)
-    kv, step, life = raw["kv_cache"], raw["step_time"], raw["lifecycle"]
-    sched = raw["scheduler"]
+    where = str(path) + (" with profile_overrides" if overrides else "")
+    kv, step, life = (_section(raw, k, where) for k in ("kv_cache", "step_time", "lifecycle"))
+    sched = _section(raw, "scheduler", where)
+    for key in ("model", "gpu"):
+        if key not in raw:
+            raise ValueError(f"{where}: profile key {key}: missing")
     name = str(raw.get("name", path.stem))
     if overrides:
         name += _override_suffix(overrides)
@@ -169,21 +216,21 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         name=name,
         model=str(raw["model"]),
         gpu=str(raw["gpu"]),
-        gpus_per_replica=int(raw.get("gpus_per_replica", 1)),
-        kv_cache_tokens=int(_num(kv, "tokens")),
-        block_size=int(_num(kv, "block_size")),
-        max_num_seqs=int(_num(sched, "max_num_seqs")),
-        max_num_batched_tokens=int(_num(sched, "max_num_batched_tokens")),
-        max_model_len=int(_num(sched, "max_model_len")),
-        base_s=_num(step, "base_s"),
-        per_seq_s=_num(step, "per_seq_s"),
-        per_kv_token_s=_num(step, "per_kv_token_s"),
-        prefill_per_token_s=_num(step, "prefill_per_token_s"),
-        ttft_overhead_s=_num(step, "ttft_overhead_s"),
-        node_provision_s=_num(life, "node_provision_s"),
-        container_start_s=_num(life, "container_start_s"),
-        model_load_s=_num(life, "model_load_s"),
-        drain_grace_s=_num(life, "drain_grace_s"),
-        node_idle_remove_s=_num(life, "node_idle_remove_s"),
-        gpus_per_node=int(_num(life, "gpus_per_node")),
+        gpus_per_replica=int(_num({"gpus_per_replica": 1, **raw}, "gpus_per_replica", where)),
+        kv_cache_tokens=int(_num(kv, "tokens", where)),
+        block_size=int(_num(kv, "block_size", where)),
+        max_num_seqs=int(_num(sched, "max_num_seqs", where)),
+        max_num_batched_tokens=int(_num(sched, "max_num_batched_tokens", where)),
+        max_model_len=int(_num(sched, "max_model_len", where)),
+        base_s=_num(step, "base_s", where),
+        per_seq_s=_num(step, "per_seq_s", where),
+        per_kv_token_s=_num(step, "per_kv_token_s", where),
+        prefill_per_token_s=_num(step, "prefill_per_token_s", where),
+        ttft_overhead_s=_num(step, "ttft_overhead_s", where),
+        node_provision_s=_num(life, "node_provision_s", where),
+        container_start_s=_num(life, "container_start_s", where),
+        model_load_s=_num(life, "model_load_s", where),
+        drain_grace_s=_num(life, "drain_grace_s", where),
+        node_idle_remove_s=_num(life, "node_idle_remove_s", where),
+        gpus_per_node=int(_num(life, "gpus_per_node", where)),
     )

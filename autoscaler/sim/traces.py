@@ -17,22 +17,41 @@ output_tokens)` in time order, with arrivals in seconds from the start of the ch
   carrying the clients of the last window that had traffic (documented with every result).
 
 Everything is deterministic for a given seed.
+
+Reading is bounded (docs/limits.md): a CSV trace holds at most 512 MiB, ServeGen files at most
+512 MiB decompressed; arrivals are finite seconds within 31 days, token counts whole numbers
+0 .. 10,000,000, ServeGen rates and distribution parameters finite and in range. Anything else is
+a ValueError of one line naming the file, the row, the value and what is allowed.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import io
 import math
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from autoscaler.config.bounded import MiB, LimitError, describe_size, read_bytes
+
 F = npt.NDArray[np.float64]
 I = npt.NDArray[np.int64]
+
+MAX_TRACE_BYTES: Final = 512 * MiB
+"""A CSV trace; a ServeGen file, decompressed."""
+MAX_SPAN_S: Final = 31 * 86_400.0
+"""Arrivals, ServeGen window starts, slice start and length: at most 31 days."""
+MAX_TOKENS: Final = 10_000_000
+"""Input or output tokens of one request."""
+MAX_RATE_RPS: Final = 1_000_000.0
+"""A ServeGen client's rate in one window."""
 
 
 @dataclass
@@ -62,6 +81,10 @@ class Trace:
 
     def describe(self) -> str:
         return f"{self.name} [{self.start:.0f}s +{self.duration:.0f}s] x{self.scale:.3g}"
+
+    def expected_requests(self) -> float:
+        """About how many requests the slice yields at its scale (before generating them)."""
+        raise NotImplementedError
 
 
 def _jitter_copies(arr: F, n_in: I, n_out: I, scale: float, rng: np.random.Generator) -> tuple[F, I, I]:
@@ -96,11 +119,12 @@ class CsvTrace(Trace):
                  scale: float = 1.0, seed: int = 0) -> None:
         self.path = Path(path)
         self.name = self.path.stem
-        data = np.loadtxt(self.path, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
+        data = _read_csv(self.path)
         if data.size == 0:
             raise ValueError(f"{self.path}: no requests")
         if data.shape[1] != 3:
             raise ValueError(f"{self.path}: expected 3 columns arrival_s,input_tokens,output_tokens")
+        _check_rows(self.path, data)
         arr = data[:, 0]
         if np.any(np.diff(arr) < 0):
             raise ValueError(f"{self.path}: arrival_s must be non-decreasing")
@@ -132,6 +156,75 @@ class CsvTrace(Trace):
 
     def mean_lengths(self) -> tuple[float, float]:
         return float(self._in.mean()), float(self._out.mean())
+
+    def expected_requests(self) -> float:
+        return float(self._arr.size) * self.scale
+
+
+def _read_csv(path: Path) -> npt.NDArray[np.float64]:
+    """The numbers of a canonical CSV (header skipped), at most MAX_TRACE_BYTES; ValueError."""
+    try:
+        raw = read_bytes(path, MAX_TRACE_BYTES, "trace")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} not found.") from None  # as np.loadtxt said it
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        with warnings.catch_warnings():  # "input contained no data": said below, in one line
+            warnings.simplefilter("ignore")
+            return np.loadtxt(io.BytesIO(raw), delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {' '.join(str(exc).split())} (expected arrival_s,input_tokens,output_tokens "
+                         "numbers, one request a line)") from None
+
+
+def _check_rows(path: Path, data: npt.NDArray[np.float64]) -> None:
+    """Arrivals finite seconds 0 .. MAX_SPAN_S; token counts whole numbers 0 .. MAX_TOKENS."""
+    with np.errstate(invalid="ignore"):
+        arr = data[:, 0]
+        bad = ~np.isfinite(arr) | (arr < 0.0) | (arr > MAX_SPAN_S)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{path}: data row {i + 1}: arrival_s = {arr[i]:g} (allowed: seconds since the first "
+                             f"request, 0 .. {MAX_SPAN_S:,.0f}, 31 days)")
+        for col, name in ((1, "input_tokens"), (2, "output_tokens")):
+            tok = data[:, col]
+            bad = ~np.isfinite(tok) | (tok < 0.0) | (tok > MAX_TOKENS) | (tok != np.floor(tok))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"{path}: data row {i + 1}: {name} = {tok[i]:g} (allowed: a whole number "
+                                 f"0 .. {MAX_TOKENS:,})")
+
+
+class _BoundedText:
+    """Lines of a text stream, LimitError after `limit` characters (a decompressed file)."""
+
+    def __init__(self, inner: IO[str], limit: int, source: str) -> None:
+        self.inner, self.limit, self.source, self.count = inner, limit, source, 0
+
+    def readline(self) -> str:
+        line = self.inner.readline(self.limit + 1 - self.count)
+        self.count += len(line)
+        if self.count > self.limit:
+            size_text = describe_size(self.limit)
+            raise LimitError(f"{self.source}: larger than {size_text} decompressed (allowed: at most {size_text})")
+        return line
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readline, "")
+
+
+def _number(row: dict[str, Any], key: str, where: str, lo: float, hi: float, *, positive: bool = False) -> float:
+    try:
+        value = float(row[key])
+    except KeyError:
+        raise ValueError(f"{where}: no column {key!r:.80}") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: {key} = {row[key]!r:.80} is not a number") from None
+    if not (math.isfinite(value) and lo <= value <= hi) or (positive and value <= 0.0):
+        low = f"> {lo:g}" if positive else f">= {lo:g}"
+        raise ValueError(f"{where}: {key} = {row[key]!r:.80} (allowed: {low}, <= {hi:,g})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -171,12 +264,23 @@ class ServeGenTrace(Trace):
         self.scale = float(scale)
         self.max_len = max_len
         windows: dict[int, list[_ClientWindow]] = {}
-        with gzip.open(f"{prefix}_client_windows.csv.gz", "rt") as f:
-            for row in csv.DictReader(f):
-                w = int(float(row["window_start_s"]) // self.WINDOW)
-                windows.setdefault(w, []).append(
-                    _ClientWindow(float(row["rate_rps"]), row["iat_dist"], float(row["iat_shape"]), float(row["iat_scale"]))
-                )
+        source = f"{prefix}_client_windows.csv.gz"
+        try:
+            with gzip.open(source, "rt") as f:
+                for i, row in enumerate(csv.DictReader(_BoundedText(f, MAX_TRACE_BYTES, source)), start=1):
+                    where = f"{source}: data row {i}"
+                    w = int(_number(row, "window_start_s", where, 0.0, MAX_SPAN_S) // self.WINDOW)
+                    dist = row.get("iat_dist")
+                    if dist not in ("Gamma", "Weibull"):
+                        raise ValueError(f"{where}: iat_dist = {dist!r:.80} (allowed: Gamma, Weibull)")
+                    windows.setdefault(w, []).append(_ClientWindow(
+                        _number(row, "rate_rps", where, 0.0, MAX_RATE_RPS), dist,
+                        _number(row, "iat_shape", where, 0.0, 1e6, positive=True),
+                        _number(row, "iat_scale", where, 0.0, 1e9, positive=True)))
+        except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"{source}: cannot read: {exc}") from None
+        if not windows:
+            raise ValueError(f"{source}: no client windows")
         n_windows = max(windows) + 1
         self.masked: list[int] = []
         last: list[_ClientWindow] = []
@@ -190,11 +294,18 @@ class ServeGenTrace(Trace):
                 last = cur
             self._windows.append(cur)
         self._lengths: list[tuple[float, _LengthSampler, _LengthSampler]] = []
-        with open(f"{prefix}_lengths_6h.csv") as f:
-            for row in csv.DictReader(f):
-                li = _LengthSampler(*(float(row[f"input_tokens_{k}"]) for k in ("mean", "p50", "p90", "p99")))
-                lo = _LengthSampler(*(float(row[f"output_tokens_{k}"]) for k in ("mean", "p50", "p90", "p99")))
-                self._lengths.append((float(row["window_start_s"]), li, lo))
+        source = f"{prefix}_lengths_6h.csv"
+        try:
+            with open(source) as f:
+                for i, row in enumerate(csv.DictReader(_BoundedText(f, MAX_TRACE_BYTES, source)), start=1):
+                    where = f"{source}: data row {i}"
+                    li, lo = (_LengthSampler(*(_number(row, f"{side}_tokens_{k}", where, 0.0, MAX_TOKENS)
+                                               for k in ("mean", "p50", "p90", "p99"))) for side in ("input", "output"))
+                    self._lengths.append((_number(row, "window_start_s", where, 0.0, MAX_SPAN_S), li, lo))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"{source}: cannot read: {exc}") from None
+        if not self._lengths:
+            raise ValueError(f"{source}: no rows")
         self.start = float(start)
         total = n_windows * self.WINDOW
         self.duration = float(duration) if duration is not None else total - self.start
@@ -211,6 +322,9 @@ class ServeGenTrace(Trace):
 
     def peak_rate(self) -> float:
         return max((r for _, r in self.window_rates()), default=0.0)
+
+    def expected_requests(self) -> float:
+        return sum(r for _, r in self.window_rates()) * self.WINDOW
 
     def _samplers(self, t_abs: float) -> tuple[_LengthSampler, _LengthSampler]:
         pick = self._lengths[0]
@@ -289,6 +403,9 @@ class MaterializedTrace(Trace):
     @property
     def requests(self) -> int:
         return int(self._arr.size)
+
+    def expected_requests(self) -> float:
+        return float(self._arr.size)
 
     def chunks(self) -> Iterator[Chunk]:
         n_chunks = max(1, int(math.ceil(self.duration / self.CHUNK_S)))
