@@ -7,12 +7,17 @@ write -> settle (`actuation`) -> record. Per target and tick it writes one JSON 
 the inputs, the intermediate values, the reason and the binding clamp.
 
 Missing data never scales down: if Prometheus cannot be read, every ready pod is absent and
-the core holds; if the cluster cannot be listed, nothing is decided that tick.
+the core holds; if the cluster cannot be listed, nothing is decided that tick. A Deployment an
+operator scaled to 0 is left alone (autoscaling disabled, as HPA does) until scaled up again.
+
+Every write is conditional on what this tick read (the Deployment's resourceVersion and UID,
+the state ConfigMap's resourceVersion) and fenced by leader election before every try.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +26,14 @@ from typing import Any
 
 import structlog
 
-from autoscaler.adapters.kubernetes import KubeClient, KubeError, KubeNotFound
+from autoscaler.adapters.kubernetes import (
+    Fence,
+    KubeClient,
+    KubeConflict,
+    KubeError,
+    KubeNotFound,
+    StoredState,
+)
 from autoscaler.adapters.kubernetes.objects import (
     ClusterSnapshot,
     DeploymentInfo,
@@ -44,21 +56,18 @@ class TargetOutcome:
 
     namespace: str
     deployment: str
-    action: str  # patched | unchanged | hold | dry_run | standby | skipped_hpa | error
+    action: str  # patched | hold | dry_run | standby | skipped_hpa | conflict | disabled | error
     decision: Decision | None = None
     observation: Observation | None = None
     error: str | None = None
 
 
 def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
-    token = None
-    if settings.bearer_token_file:
-        with open(settings.bearer_token_file, encoding="utf-8") as fh:
-            token = fh.read().strip()
+    # the token file is re-read by the source while running (a rotated token is picked up)
     return PrometheusSource(
         settings.url,
         timeout_seconds=settings.timeout_seconds,
-        bearer_token=token,
+        bearer_token_file=settings.bearer_token_file,
         ca_file=settings.ca_file,
         insecure_skip_tls_verify=settings.insecure_skip_tls_verify,
         rate_window_seconds=settings.rate_window_seconds,
@@ -68,6 +77,13 @@ def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource
 def state_key(namespace: str, deployment: str) -> str:
     """The key of a target in the state ConfigMap (namespaces hold no dots, so it is unambiguous)."""
     return f"{namespace}.{deployment}"
+
+
+class AlwaysLeading:
+    """The fence of the only replica (no leader election): it may always write."""
+
+    def time_left(self) -> float:
+        return math.inf
 
 
 class Controller:
@@ -84,10 +100,11 @@ class Controller:
         dry_run: bool = False,
         clock: Callable[[], float] = time.time,
         controller_namespace: str | None = None,
-        may_act: Callable[[], bool] | None = None,
+        fence: Fence | None = None,
     ) -> None:
-        """`may_act` is the leader-election fence, asked right before every write (patch,
-        Event, state); None means this is the only replica."""
+        """`fence` is leader election (`LeaderElector`): a replica plans writes only while it
+        has time left, and the adapter asks it again before every try of every write (patch,
+        Event, state). None means this is the only replica."""
         self.watcher = watcher
         self.kube = kube
         self.metrics = metrics or ControllerMetrics()
@@ -97,10 +114,10 @@ class Controller:
         self._prometheus: PrometheusSource | None = None
         self._prometheus_settings: PrometheusSettings | None = None
         self._controller_namespace = controller_namespace
-        self._may_act = may_act or (lambda: True)
+        self._fence: Fence = fence or AlwaysLeading()
         self.states: dict[tuple[str, str], PolicyState] = {}
         self._loaded_leads: dict[str, LeadTimeState] | None = None  # None until the state ConfigMap was read
-        self._persisted: dict[str, str] = {}
+        self._stored: StoredState | None = None  # the state ConfigMap as last read or written
         self._hpa_warned: set[tuple[str, str]] = set()
         self._rescale_failed: dict[tuple[str, str], str] = {}  # target -> error of the last failed patch
         self._config_generation = watcher.generation
@@ -124,6 +141,9 @@ class Controller:
     @property
     def controller_namespace(self) -> str:
         return self._controller_namespace or self.watcher.current.controller.namespace
+
+    def _leading(self) -> bool:
+        return self._fence.time_left() > 0
 
     # ---- one tick
 
@@ -221,18 +241,26 @@ class Controller:
         deployment = snapshot.deployment(ns, name)
         if deployment is None:
             return self._failed(log, ns, name, "target", f"Deployment {ns}/{name} not found")
+        policy = config.policy_for(target)
+        self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
+        if deployment.spec_replicas == 0 and policy.min_replicas > 0:
+            # HPA's rule: replicas 0 means autoscaling is disabled for this Deployment (an
+            # operator parked it); it is left alone until someone scales it up again
+            self.metrics.current.labels(ns, name).set(0)
+            log.info("decision", action="disabled", current=0, desired=0, reason="scaled_to_zero",
+                     message="replicas is 0: autoscaling disabled until the Deployment is scaled up")
+            return TargetOutcome(ns, name, "disabled")
         observation = build_observation(snapshot, deployment, metrics)
         state = self.states.get(key) or PolicyState(lead=self._initial_lead(ns, name))
-        policy = config.policy_for(target)
         decision, new_state = decide(policy, observation, state, now)
-        self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
 
         hpa = snapshot.hpa_for(deployment)
-        leading = self._may_act()
+        leading = self._leading()
         self.metrics.leader.set(1 if leading else 0)
         planned = plan(ns, name, current=observation.spec_replicas, desired=decision.desired_replicas,
-                       dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None)
-        written = write(self.kube, planned, fence=self._may_act)
+                       dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None,
+                       resource_version=deployment.resource_version, uid=deployment.uid)
+        written = write(self.kube, planned, fence=self._fence)
         self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)
         return self._record(log, planned, written, deployment, hpa, decision, observation)
@@ -256,6 +284,15 @@ class Controller:
             log.warning("decision", action=outcome.action, current=decision.current_replicas,
                         desired=decision.desired_replicas, reason=decision.reason.value, fenced=True)
             return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation)
+        if outcome is Outcome.CONFLICT:
+            # the Deployment changed since this tick read it (an operator, a rollout, a
+            # re-creation): nothing written, nothing re-sent; the next tick reads and decides again
+            self.metrics.errors.labels(ns, name, "conflict").inc()
+            log.warning("decision", action=outcome.action, current=decision.current_replicas,
+                        desired=decision.desired_replicas, reason=decision.reason.value,
+                        error=str(exc), message="the Deployment changed since it was read: decided again next tick")
+            return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation,
+                                 error=str(exc))
         if exc is not None:
             # a Warning on the Deployment, once per distinct error (not every tick); none
             # when the Deployment is gone
@@ -273,7 +310,7 @@ class Controller:
                 "vllm-queue-autoscaler will not act on it (remove the HPA, or run with --dry-run to compare)",
             )
             self._hpa_warned.add(key)
-        if outcome in (Outcome.PATCHED, Outcome.UNCHANGED):
+        if outcome is Outcome.PATCHED:
             self._rescale_failed.pop(key, None)
         if outcome is Outcome.PATCHED:
             self.metrics.scales.labels(ns, name, planned.direction).inc()
@@ -319,7 +356,7 @@ class Controller:
 
     def _event(self, ns: str, deployment: Any, reason: str, type_: str, message: str) -> None:
         try:
-            self.kube.emit_event(ns, deployment, reason, message, type_=type_)
+            self.kube.emit_event(ns, deployment, reason, message, type_=type_, fence=self._fence)
         except KubeError as exc:  # events are informational
             self.log.warning("event_failed", namespace=ns, reason=reason, error=str(exc))
 
@@ -330,36 +367,53 @@ class Controller:
             return
         name = self.watcher.current.controller.state_configmap
         try:
-            data = self.kube.read_state(self.controller_namespace, name)
+            stored = self.kube.read_state(self.controller_namespace, name)
         except KubeError as exc:
             self.log.warning("state_unreadable", configmap=name, error=str(exc))
             return  # try again next tick; never write before a successful read
         leads: dict[str, LeadTimeState] = {}
-        for key, raw in data.items():
+        for key, raw in stored.data.items():
             try:
                 leads[key] = LeadTimeState.from_dict(json.loads(raw))
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 self.log.warning("state_entry_ignored", key=key, error=str(exc))
         self._loaded_leads = leads
-        self._persisted = dict(data)
+        self._stored = stored
 
     def _initial_lead(self, ns: str, name: str) -> LeadTimeState:
         if self._loaded_leads is None:
             return LeadTimeState()
         return self._loaded_leads.get(state_key(ns, name), LeadTimeState())
 
+    def _state_data(self) -> dict[str, str]:
+        """What the state ConfigMap should hold: one entry per configured target (entries of
+        targets no longer configured are dropped), this replica's state where it has one,
+        else what was stored."""
+        stored = self._stored.data if self._stored is not None else {}
+        data: dict[str, str] = {}
+        for target in self.watcher.current.targets:
+            key = state_key(target.namespace, target.deployment)
+            state = self.states.get((target.namespace, target.deployment))
+            if state is not None:
+                data[key] = json.dumps(state.lead.to_dict(), sort_keys=True, separators=(",", ":"))
+            elif key in stored:
+                data[key] = stored[key]
+        return data
+
     def _persist_leads(self) -> None:
-        if self._loaded_leads is None or self.dry_run or not self._may_act():
+        if self._loaded_leads is None or self._stored is None or self.dry_run or not self._leading():
             return
-        data = dict(self._persisted)
-        for (ns, name), state in self.states.items():
-            data[state_key(ns, name)] = json.dumps(state.lead.to_dict(), sort_keys=True, separators=(",", ":"))
-        if data == self._persisted:
+        data = self._state_data()
+        if data == self._stored.data:
             return
         name = self.watcher.current.controller.state_configmap
         try:
-            self.kube.write_state(self.controller_namespace, name, data)
-            self._persisted = data
+            self._stored = self.kube.write_state(self.controller_namespace, name, data, previous=self._stored,
+                                                 fence=self._fence)
+        except KubeConflict as exc:
+            # another replica wrote it since this one read it: read it again next tick
+            self.log.warning("state_conflict", configmap=name, error=str(exc))
+            self._loaded_leads = None
         except KubeError as exc:
             self.log.warning("state_unwritable", configmap=name, error=str(exc))
 

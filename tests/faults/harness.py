@@ -126,6 +126,16 @@ def seed_cluster(server: KubeApiServer, replicas: int = 4, **deployment_kw: Any)
                        scheduled_at=now - 898, started_at=now - 880, ready_at=now - 700))
 
 
+def operator_scales(server: KubeApiServer, replicas: int) -> None:
+    """`kubectl scale --replicas` and the deployment controller catching up (no rollout)."""
+    dep = server.get("deployments", NS, NAME)
+    assert dep is not None
+    generation = int(dep["metadata"].get("generation", 1)) + 1
+    server.update("deployments", NS, NAME, {
+        "metadata": {"generation": generation}, "spec": {"replicas": replicas},
+        "status": {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas}})
+
+
 def replicas(server: KubeApiServer) -> int:
     dep = server.get("deployments", NS, NAME)
     assert dep is not None
@@ -168,11 +178,11 @@ class Harness:
 
 
 def make_harness(config: Path, kubeconfig: Path, *, clock: Any = time.time, request_timeout: float = 2.0,
-                 **controller_kw: Any) -> Harness:
+                 reporting_instance: str = "fault-test", **controller_kw: Any) -> Harness:
     sleeps: list[float] = []
     prom_sleeps: list[float] = []
     kube = KubeClient.from_environment(kubeconfig=str(kubeconfig), sleep=sleeps.append,
-                                       request_timeout_seconds=request_timeout, reporting_instance="fault-test")
+                                       request_timeout_seconds=request_timeout, reporting_instance=reporting_instance)
 
     def prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
         # what default_prometheus_factory builds, retry waits recorded instead of slept
