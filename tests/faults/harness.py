@@ -44,9 +44,10 @@ class Stack:
     started: float = field(default_factory=time.time)
 
     def reset(self, **values: Any) -> None:
-        """Proxy to pass-through, every pod exporting `values` (IDLE by default) under the
-        current KV name, fresh; waits until Prometheus reads exactly that."""
+        """Proxy to pass-through (no token asked), every pod exporting `values` (IDLE by
+        default) under the current KV name, fresh; waits until Prometheus reads exactly that."""
         self.proxy.set_mode("pass")
+        self.proxy.bearer_tokens = None
         want = {**IDLE, **values}
         for p in PODS:
             self.exporter.set(NS, p, waiting=want["waiting"], running=want["running"], kv=want["kv"],
@@ -187,6 +188,7 @@ def make_harness(config: Path, kubeconfig: Path, *, clock: Any = time.time, requ
     def prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
         # what default_prometheus_factory builds, retry waits recorded instead of slept
         return PrometheusSource(settings.url, timeout_seconds=settings.timeout_seconds,
+                                bearer_token_file=settings.bearer_token_file,
                                 rate_window_seconds=settings.rate_window_seconds, sleep=prom_sleeps.append)
 
     metrics = ControllerMetrics()
