@@ -12,6 +12,12 @@ operator scaled to 0 is left alone (autoscaling disabled, as HPA does) until sca
 
 Every write is conditional on what this tick read (the Deployment's resourceVersion and UID,
 the state ConfigMap's resourceVersion) and fenced by leader election before every try.
+
+What the rate limits count (the last scale events) and the learned lead times survive a restart
+and a failover: they are kept in the state ConfigMap (`controller/state.py`), read at start and
+again whenever this replica starts leading, and a scale event is written there *before* the
+scale write it stands for (a scale-down is not sent unless it was recorded), so that a crash
+right after the patch cannot make the next leader forget it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from autoscaler.adapters.kubernetes import (
     KubeClient,
     KubeConflict,
     KubeError,
+    KubeFenced,
     KubeNotFound,
     StoredState,
 )
@@ -43,8 +50,9 @@ from autoscaler.adapters.prometheus import PodMetrics, PrometheusError, Promethe
 from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
 from autoscaler.controller.actuation import Outcome, Plan, Written, plan, settle, write
 from autoscaler.controller.observe import build_observation
+from autoscaler.controller.state import from_record, to_record
 from autoscaler.controller.telemetry import ControllerMetrics
-from autoscaler.policy import Decision, LeadTimeState, Observation, PolicyState, decide
+from autoscaler.policy import Decision, Observation, PolicyState, decide
 from autoscaler.policy.limits import bounds
 
 PrometheusFactory = Callable[[PrometheusSettings], PrometheusSource]
@@ -116,8 +124,11 @@ class Controller:
         self._controller_namespace = controller_namespace
         self._fence: Fence = fence or AlwaysLeading()
         self.states: dict[tuple[str, str], PolicyState] = {}
-        self._loaded_leads: dict[str, LeadTimeState] | None = None  # None until the state ConfigMap was read
-        self._stored: StoredState | None = None  # the state ConfigMap as last read or written
+        # The state ConfigMap as last read or written (None: to be read before any write), and
+        # the entries it held when read, parsed.
+        self._stored: StoredState | None = None
+        self._records: dict[str, Any] = {}
+        self._led = False  # whether this replica led at the previous tick
         self._hpa_warned: set[tuple[str, str]] = set()
         self._rescale_failed: dict[tuple[str, str], str] = {}  # target -> error of the last failed patch
         self._config_generation = watcher.generation
@@ -176,7 +187,11 @@ class Controller:
             return [TargetOutcome(t.namespace, t.deployment, "error", error=str(exc)) for t in targets]
 
         metrics = self._fetch_metrics(config, namespaces, now)
-        self._load_leads()
+        leading = self._leading()
+        if leading and not self._led:
+            self._stored = None  # just started leading: the previous leader may have written it
+        self._led = leading
+        self._load_state()
         outcomes = []
         for target in targets:
             try:
@@ -187,7 +202,7 @@ class Controller:
                 outcomes.append(
                     self._failed(log, target.namespace, target.deployment, "internal", str(exc), type(exc).__name__)
                 )
-        self._persist_leads()
+        self._persist_state()
         self.ticks_ok += 1
         return outcomes
 
@@ -251,7 +266,7 @@ class Controller:
                      message="replicas is 0: autoscaling disabled until the Deployment is scaled up")
             return TargetOutcome(ns, name, "disabled")
         observation = build_observation(snapshot, deployment, metrics)
-        state = self.states.get(key) or PolicyState(lead=self._initial_lead(ns, name))
+        state = self.states.get(key) or self._initial_state(ns, name)
         decision, new_state = decide(policy, observation, state, now)
 
         hpa = snapshot.hpa_for(deployment)
@@ -260,7 +275,7 @@ class Controller:
         planned = plan(ns, name, current=observation.spec_replicas, desired=decision.desired_replicas,
                        dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None,
                        resource_version=deployment.resource_version, uid=deployment.uid)
-        written = write(self.kube, planned, fence=self._fence)
+        written = self._record_ahead(log, planned, key, new_state) or write(self.kube, planned, fence=self._fence)
         self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)
         return self._record(log, planned, written, deployment, hpa, decision, observation)
@@ -360,62 +375,104 @@ class Controller:
         except KubeError as exc:  # events are informational
             self.log.warning("event_failed", namespace=ns, reason=reason, error=str(exc))
 
-    # ---- learned lead times, kept in a ConfigMap of the controller's namespace
+    # ---- what survives a restart or a failover, kept in a ConfigMap of the controller's namespace
 
-    def _load_leads(self) -> None:
-        if self._loaded_leads is not None:
+    def _load_state(self) -> None:
+        """Read the state ConfigMap unless it is known (read or written since this replica last
+        started leading); fold what it keeps into the states in memory. A replica that cannot
+        read it keeps trying, and never writes it nor scales down before it has."""
+        if self._stored is not None:
             return
         name = self.watcher.current.controller.state_configmap
         try:
             stored = self.kube.read_state(self.controller_namespace, name)
         except KubeError as exc:
             self.log.warning("state_unreadable", configmap=name, error=str(exc))
-            return  # try again next tick; never write before a successful read
-        leads: dict[str, LeadTimeState] = {}
+            return
+        records: dict[str, Any] = {}
         for key, raw in stored.data.items():
             try:
-                leads[key] = LeadTimeState.from_dict(json.loads(raw))
-            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                records[key] = json.loads(raw)
+                from_record(records[key])  # check it whole
+            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+                records.pop(key, None)
                 self.log.warning("state_entry_ignored", key=key, error=str(exc))
-        self._loaded_leads = leads
+        for (ns, dep), state in self.states.items():
+            record = records.get(state_key(ns, dep))
+            if record is not None:
+                self.states[(ns, dep)] = from_record(record, state)
+        self._records = records
         self._stored = stored
 
-    def _initial_lead(self, ns: str, name: str) -> LeadTimeState:
-        if self._loaded_leads is None:
-            return LeadTimeState()
-        return self._loaded_leads.get(state_key(ns, name), LeadTimeState())
+    def _initial_state(self, ns: str, name: str) -> PolicyState:
+        record = self._records.get(state_key(ns, name))
+        return from_record(record) if record is not None else PolicyState()
 
-    def _state_data(self) -> dict[str, str]:
+    def _state_data(self, override: Mapping[tuple[str, str], PolicyState] | None = None) -> dict[str, str]:
         """What the state ConfigMap should hold: one entry per configured target (entries of
-        targets no longer configured are dropped), this replica's state where it has one,
-        else what was stored."""
+        targets no longer configured are dropped), this replica's state where it has one
+        (`override` first), else what was stored."""
         stored = self._stored.data if self._stored is not None else {}
         data: dict[str, str] = {}
         for target in self.watcher.current.targets:
-            key = state_key(target.namespace, target.deployment)
-            state = self.states.get((target.namespace, target.deployment))
+            key = (target.namespace, target.deployment)
+            name = state_key(*key)
+            state = (override or {}).get(key) or self.states.get(key)
             if state is not None:
-                data[key] = json.dumps(state.lead.to_dict(), sort_keys=True, separators=(",", ":"))
-            elif key in stored:
-                data[key] = stored[key]
+                data[name] = json.dumps(to_record(state), sort_keys=True, separators=(",", ":"))
+            elif name in stored:
+                data[name] = stored[name]
         return data
 
-    def _persist_leads(self) -> None:
-        if self._loaded_leads is None or self._stored is None or self.dry_run or not self._leading():
-            return
-        data = self._state_data()
+    def _write_state(self, data: dict[str, str]) -> KubeError | None:
+        """Write `data` if it differs from what is stored, conditionally on what was read; the
+        error, if any (a conflict: read it again next tick)."""
+        assert self._stored is not None
         if data == self._stored.data:
-            return
+            return None
         name = self.watcher.current.controller.state_configmap
         try:
             self._stored = self.kube.write_state(self.controller_namespace, name, data, previous=self._stored,
                                                  fence=self._fence)
         except KubeConflict as exc:
-            # another replica wrote it since this one read it: read it again next tick
             self.log.warning("state_conflict", configmap=name, error=str(exc))
-            self._loaded_leads = None
+            self._stored = None
+            return exc
         except KubeError as exc:
             self.log.warning("state_unwritable", configmap=name, error=str(exc))
+            return exc
+        return None
+
+    def _record_ahead(self, log: Any, planned: Plan, key: tuple[str, str], new_state: PolicyState) -> Written | None:
+        """Before a scale write: record the scale event it makes in the state ConfigMap, so that
+        no restart or failover can forget it. None when the write may go ahead; else what
+        stands instead. A scale-down whose event could not be recorded is not sent (holding is
+        safe); a scale-up is, unless the state changed under this replica (a conflict: it
+        reads it again and decides again next tick)."""
+        if planned.skip is not None:
+            return None
+        name = self.watcher.current.controller.state_configmap
+        if self._stored is None:
+            error: KubeError | None = KubeError(f"the state ConfigMap {self.controller_namespace}/{name} could not "
+                                                "be read: the scale events the limits count are unknown",
+                                                verb="get", resource="configmaps")
+        else:
+            error = self._write_state(self._state_data({key: new_state}))
+        if error is None:
+            return None
+        if isinstance(error, KubeConflict):
+            return Written(Outcome.CONFLICT, error)
+        if isinstance(error, KubeFenced):
+            return Written(Outcome.FENCED, error)
+        if planned.desired < planned.current:
+            return Written(Outcome.FAILED, error)
+        log.warning("scale_event_unrecorded", error=str(error), current=planned.current, desired=planned.desired)
+        return None
+
+    def _persist_state(self) -> None:
+        if self._stored is None or self.dry_run or not self._leading():
+            return
+        self._write_state(self._state_data())
 
     def close(self) -> None:
         if self._prometheus is not None:

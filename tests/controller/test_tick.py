@@ -5,6 +5,7 @@ and tests/faults/."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -142,16 +143,18 @@ def test_scale_up_patches_the_scale_records_an_event_and_the_state(
     config: Path, kube: FakeKube, prometheus: FakePrometheus
 ) -> None:
     reads(kube, prometheus, cluster(2), fleet(2, BUSY))
-    kube.script("set_replicas", True).script("emit_event", {}).script("write_state", STORED)
+    kube.script("write_state", STORED).script("set_replicas", True).script("emit_event", {})
     c = controller(config, kube, prometheus)
     outcome = one(c.tick())
     assert (outcome.action, outcome.decision.reason.value, outcome.decision.desired_replicas) == (
         "patched", "scale_up_queue", 4)
-    assert written(kube) == [("set_replicas", 4), ("emit_event", "ScaledUp"), ("write_state", ["llm.qwen"])]
+    # the scale event is recorded before the scale write it stands for
+    assert written(kube) == [("write_state", ["llm.qwen"]), ("set_replicas", 4), ("emit_event", "ScaledUp")]
+    assert json.loads(kube.writes[0].args["data"]["llm.qwen"])["scale_up_events"] == [[NOW, 2]]
     # the write is conditional on the Deployment the decision read
-    assert kube.writes[0].args | {"replicas": 4} == {"namespace": NS, "name": NAME, "replicas": 4,
+    assert kube.writes[1].args | {"replicas": 4} == {"namespace": NS, "name": NAME, "replicas": 4,
                                                       "resource_version": "41", "uid": "uid-1"}
-    assert "2 -> 4: scale_up_queue" in kube.writes[1].args["message"]
+    assert "2 -> 4: scale_up_queue" in kube.writes[2].args["message"]
     assert c.states[(NS, NAME)].scale_up_events != PolicyState().scale_up_events
     assert kube.called("snapshot")[0].args == {"namespaces": [NS]}
     assert prometheus.called("fetch")[0].args == {"namespaces": [NS], "now": NOW}
@@ -163,7 +166,7 @@ def test_scale_down_removes_one_pod_then_waits_out_the_period(
     clock = Clock()
     c = controller(config, kube, prometheus, clock=clock)
     reads(kube, prometheus, cluster(4), fleet(4, IDLE))
-    kube.script("set_replicas", True).script("emit_event", {}).script("write_state", STORED)
+    kube.script("write_state", STORED).script("set_replicas", True).script("emit_event", {})
     first = one(c.tick())
     assert (first.action, first.decision.reason.value, first.decision.desired_replicas) == (
         "patched", "scale_down", 3)
@@ -174,7 +177,7 @@ def test_scale_down_removes_one_pod_then_waits_out_the_period(
     second = one(c.tick())
     assert (second.action, second.decision.reason.value, second.decision.desired_replicas) == (
         "hold", "hold_scale_down_rate", 3)
-    assert written(kube) == [("set_replicas", 3), ("emit_event", "ScaledDown"), ("write_state", ["llm.qwen"])]
+    assert written(kube) == [("write_state", ["llm.qwen"]), ("set_replicas", 3), ("emit_event", "ScaledDown")]
 
 
 def _absent(metrics: dict[tuple[str, str], PodMetrics]) -> None:
@@ -253,29 +256,31 @@ def test_a_failed_write_leaves_the_state_as_if_nothing_was_written(
     config: Path, kube: FakeKube, prometheus: FakePrometheus, error: Exception
 ) -> None:
     reads(kube, prometheus, cluster(2), fleet(2, BUSY))
-    kube.script("set_replicas", error).script("emit_event", {}).script("write_state", STORED)
+    kube.script("write_state", "100").script("set_replicas", error).script("emit_event", {})
+    kube.script("write_state", "101")  # the event recorded ahead is taken back: it did not happen
     clock = Clock()
     c = controller(config, kube, prometheus, clock=clock)
     [outcome] = c.tick()
     assert (outcome.action, outcome.error) == ("error", str(error))
     assert outcome.decision is not None and outcome.decision.desired_replicas == 4
-    assert written(kube) == [("emit_event", "FailedRescale"), ("write_state", ["llm.qwen"])]
-    assert kube.writes[0].args["message"] == f"2 -> 4 failed: {error}"
+    assert written(kube) == [("write_state", ["llm.qwen"]), ("emit_event", "FailedRescale"),
+                             ("write_state", ["llm.qwen"])]
+    assert kube.writes[1].args["message"] == f"2 -> 4 failed: {error}"
     assert c.states[(NS, NAME)] == _dry_run_state(config, cluster(2), fleet(2, BUSY))
 
     # the same error on the next tick: no second Warning (and the learned state is unchanged)
     reads(kube, prometheus, cluster(2), fleet(2, BUSY), first=False)
-    kube.script("set_replicas", error)
+    kube.script("write_state", "102").script("set_replicas", error).script("write_state", "103")
     clock.now += 15
     assert c.tick()[0].action == "error"
-    assert len(kube.writes) == 2
+    assert [w.method for w in kube.writes].count("emit_event") == 1
 
 
 def test_a_timeout_on_a_scale_down_counts_it_as_done(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
     """The patch may have landed: a second scale-down waits the period, as after a success."""
     reads(kube, prometheus, cluster(4), fleet(4, IDLE))
-    kube.script("set_replicas", KubeTimeout("no answer within 10 s")).script("emit_event", {})
-    kube.script("write_state", STORED)
+    kube.script("write_state", STORED).script("set_replicas", KubeTimeout("no answer within 10 s"))
+    kube.script("emit_event", {})
     c = controller(config, kube, prometheus)
     assert c.tick()[0].action == "error"
     assert c.states[(NS, NAME)].scale_down_events != PolicyState().scale_down_events
@@ -285,9 +290,10 @@ def test_a_deployment_gone_before_the_patch_fails_without_a_warning(
     config: Path, kube: FakeKube, prometheus: FakePrometheus
 ) -> None:
     reads(kube, prometheus, cluster(2), fleet(2, BUSY))
-    kube.script("set_replicas", KubeNotFound("deployments/scale llm/qwen not found")).script("write_state", STORED)
+    kube.script("write_state", "100").script("set_replicas", KubeNotFound("deployments/scale llm/qwen not found"))
+    kube.script("write_state", "101")
     assert controller(config, kube, prometheus).tick()[0].action == "error"
-    assert written(kube) == [("write_state", ["llm.qwen"])]
+    assert written(kube) == [("write_state", ["llm.qwen"]), ("write_state", ["llm.qwen"])]
 
 
 def test_a_follower_decides_and_writes_nothing(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
@@ -301,13 +307,16 @@ def test_the_lease_lost_between_the_plan_and_the_patch_writes_nothing(
     config: Path, kube: FakeKube, prometheus: FakePrometheus
 ) -> None:
     reads(kube, prometheus, cluster(2), fleet(2, BUSY))
-    kube.script("set_replicas", True)  # the adapter asks the fence before the patch: it says no
-    # leading at the plan; lost at the patch's fence; still lost when the state would be written
-    c = controller(config, kube, prometheus, fence=Fence(5.0, 0.0))
+    kube.script("write_state", "100").script("set_replicas", True)
+    # leading at the tick's start and at the plan; the event is recorded (the state write's
+    # fence says yes); lost at the patch's fence; still lost when the state would be written
+    fence = Fence(5.0, 5.0, 5.0, 0.0)
+    c = controller(config, kube, prometheus, fence=fence)
     with capture_logs() as logs:
         outcome = one(c.tick())
     assert outcome.action == "standby"
-    assert kube.writes == []
+    assert written(kube) == [("write_state", ["llm.qwen"])]  # the event ahead of the patch, no patch
+    assert fence.asked == 5  # tick, plan, state, patch, the state at the end: not written
     assert [x.get("fenced") for x in logs if x["event"] == "decision"] == [True]
     assert c.states[(NS, NAME)].scale_up_events == PolicyState().scale_up_events
 
@@ -340,20 +349,21 @@ def test_the_write_is_conditional_and_a_conflict_is_decided_again_next_tick(
     c = controller(config, kube, prometheus, clock=clock)
     reads(kube, prometheus, cluster(4), fleet(4, IDLE))
     conflict = KubeConflict("409: the object has been modified", verb="patch", resource="deployments/scale")
-    kube.script("set_replicas", conflict).script("write_state", STORED)
+    kube.script("write_state", "100").script("set_replicas", conflict).script("write_state", "101")
     with capture_logs() as logs:
         first = one(c.tick())
     assert (first.action, first.decision.desired_replicas, first.error) == ("conflict", 3, str(conflict))
     assert [(x["event"], x["log_level"], x["action"]) for x in logs if x["event"] == "decision"] == [
         ("decision", "warning", "conflict")]
     assert len(kube.called("set_replicas")) == 1  # never re-sent
-    assert written(kube) == [("write_state", ["llm.qwen"])]  # no FailedRescale: a conflict is not a failure
+    # no FailedRescale: a conflict is not a failure; the event recorded ahead is taken back
+    assert written(kube) == [("write_state", ["llm.qwen"]), ("write_state", ["llm.qwen"])]
     assert c.states[(NS, NAME)].scale_down_events == PolicyState().scale_down_events
     assert c.metrics.errors.labels(NS, NAME, "conflict")._value.get() == 1
 
     clock.now += 15
     reads(kube, prometheus, cluster(8, rv="57"), fleet(8, IDLE), first=False)
-    kube.script("set_replicas", True).script("emit_event", {}).script("write_state", "101")
+    kube.script("write_state", "102").script("set_replicas", True).script("emit_event", {})
     second = one(c.tick())
     assert (second.action, second.decision.current_replicas, second.decision.desired_replicas) == ("patched", 8, 7)
     last = kube.called("set_replicas")[-1].args
@@ -395,3 +405,88 @@ def test_the_state_write_is_conditional_prunes_removed_targets_and_rereads_after
     second = kube.called("write_state")[-1]
     assert second.args["previous"].resource_version == "9" and sorted(second.args["data"]) == ["llm.qwen"]
     assert [w.method for w in kube.writes] == ["write_state"]
+
+
+# ---- what survives a restart or a failover (issue 13, defect 5)
+
+
+def test_a_restart_keeps_the_scale_down_period(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    """4 -> 3, then the process dies. The new process reads the state ConfigMap: the removal
+    15 s ago is in it, so 3 -> 2 waits out the period (it used to happen at once: the scale
+    events lived in memory only)."""
+    first = controller(config, kube, prometheus)
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
+    assert one(first.tick()).action == "patched"
+    kept = kube.writes[0].args["data"]  # recorded before the patch: a crash right after it keeps it
+
+    clock = Clock()
+    clock.now += 15
+    restarted = controller(config, kube, prometheus, clock=clock)
+    kube.script("snapshot", cluster(3, rv="42"))
+    prometheus.script("fetch", fleet(3, IDLE))
+    kube.script("read_state", stored(kept, "100"))
+    outcome = one(restarted.tick())
+    assert (outcome.action, outcome.decision.desired_replicas, outcome.decision.reason.value) == (
+        "hold", 3, "hold_scale_down_rate")
+    assert [w.method for w in kube.writes].count("set_replicas") == 1
+
+
+def test_a_new_leader_reads_what_the_old_one_recorded(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    """B follows while A scales 4 -> 3 (and records it). When B takes over it reads the state
+    ConfigMap again before acting: it holds for the rest of the period instead of removing a
+    second pod."""
+    fence = Fence(0.0)
+    clock = Clock()
+    b = controller(config, kube, prometheus, fence=fence, clock=clock)
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    assert one(b.tick()).action == "standby"
+
+    # meanwhile A scaled 4 -> 3 at NOW + 5 and recorded it; B takes over at NOW + 15
+    a_recorded = {"llm.qwen": json.dumps({"version": 2, "lead": {"version": 1}, "scale_up_events": [],
+                                          "scale_down_events": [[NOW + 5, 1]]})}
+    fence.left = [10.0]
+    clock.now += 15
+    kube.script("snapshot", cluster(3, rv="50"))
+    prometheus.script("fetch", fleet(3, IDLE))
+    kube.script("read_state", stored(a_recorded, "77"))
+    kube.script("write_state", "78")  # B's own state (its learning), on A's resourceVersion
+    outcome = one(b.tick())
+    assert (outcome.action, outcome.decision.reason.value) == ("hold", "hold_scale_down_rate")
+    assert kube.called("write_state")[-1].args["previous"].resource_version == "77"
+    assert kube.called("set_replicas") == []
+
+
+def test_a_scale_down_is_not_sent_unless_its_event_was_recorded(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    forbidden = KubeForbidden("403: cannot update configmaps", verb="update", resource="configmaps")
+    kube.script("write_state", forbidden, forbidden).script("emit_event", {})
+    outcome = one(controller(config, kube, prometheus).tick())
+    assert (outcome.action, outcome.error) == ("error", str(forbidden))
+    assert kube.called("set_replicas") == []  # holding is safe; a forgotten removal is not
+    assert written(kube) == [("emit_event", "FailedRescale")]
+
+
+def test_a_scale_up_goes_ahead_when_its_event_cannot_be_recorded(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    reads(kube, prometheus, cluster(2), fleet(2, BUSY))
+    forbidden = KubeForbidden("403: cannot update configmaps", verb="update", resource="configmaps")
+    kube.script("write_state", forbidden, forbidden).script("set_replicas", True).script("emit_event", {})
+    with capture_logs() as logs:
+        outcome = one(controller(config, kube, prometheus).tick())
+    assert outcome.action == "patched"
+    assert "scale_event_unrecorded" in [x["event"] for x in logs]
+
+
+def test_nothing_scales_down_before_the_state_could_be_read(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    kube.script("snapshot", cluster(4))
+    prometheus.script("fetch", fleet(4, IDLE))
+    kube.script("read_state", KubeUnavailable("connection refused")).script("emit_event", {})
+    outcome = one(controller(config, kube, prometheus).tick())
+    assert outcome.action == "error" and "could not be read" in (outcome.error or "")
+    assert kube.called("set_replicas") == [] and kube.called("write_state") == []
