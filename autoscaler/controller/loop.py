@@ -128,6 +128,7 @@ class Controller:
         # the entries it held when read, parsed.
         self._stored: StoredState | None = None
         self._records: dict[str, Any] = {}
+        self._state_conflict: KubeConflict | None = None  # this tick's, if any: read again next tick
         self._led = False  # whether this replica led at the previous tick
         self._hpa_warned: set[tuple[str, str]] = set()
         self._rescale_failed: dict[tuple[str, str], str] = {}  # target -> error of the last failed patch
@@ -191,6 +192,7 @@ class Controller:
         if leading and not self._led:
             self._stored = None  # just started leading: the previous leader may have written it
         self._led = leading
+        self._state_conflict = None
         self._load_state()
         outcomes = []
         for target in targets:
@@ -436,7 +438,7 @@ class Controller:
                                                  fence=self._fence)
         except KubeConflict as exc:
             self.log.warning("state_conflict", configmap=name, error=str(exc))
-            self._stored = None
+            self._stored, self._state_conflict = None, exc
             return exc
         except KubeError as exc:
             self.log.warning("state_unwritable", configmap=name, error=str(exc))
@@ -452,6 +454,9 @@ class Controller:
         if planned.skip is not None:
             return None
         name = self.watcher.current.controller.state_configmap
+        if self._stored is None and self._state_conflict is not None:
+            # another replica wrote it during this tick: what this decision counted may be stale
+            return Written(Outcome.CONFLICT, self._state_conflict)
         if self._stored is None:
             error: KubeError | None = KubeError(f"the state ConfigMap {self.controller_namespace}/{name} could not "
                                                 "be read: the scale events the limits count are unknown",

@@ -490,3 +490,29 @@ def test_nothing_scales_down_before_the_state_could_be_read(
     outcome = one(controller(config, kube, prometheus).tick())
     assert outcome.action == "error" and "could not be read" in (outcome.error or "")
     assert kube.called("set_replicas") == [] and kube.called("write_state") == []
+
+
+def test_a_state_conflict_holds_every_later_scale_write_of_the_tick(
+    tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """Another replica wrote the state ConfigMap meanwhile: what this tick counted may be stale,
+    for every target. No scale write goes out this tick; the next one reads it again."""
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({"targets": [
+        {"namespace": NS, "deployment": name, "max_replicas": 8, "scale_down_window_seconds": 0,
+         "scale_down_window_lead_times": 0} for name in (NAME, "other")]}))
+    one_cluster = cluster(4)
+    dep = deployment("other", NS, replicas=4, labels={"app": "other"})
+    dep["metadata"]["resourceVersion"] = "43"
+    pods = [pod(f"other-{i}", NS, labels={"app": "other"}, state="ready", created_at=NOW - 900,
+                scheduled_at=NOW - 898, started_at=NOW - 880, ready_at=NOW - 700) for i in range(4)]
+    both = ClusterSnapshot(deployments=one_cluster.deployments + snapshot_from_objects([dep], pods, [], []).deployments,
+                           pods=one_cluster.pods + snapshot_from_objects([], pods, [], []).pods,
+                           nodes=one_cluster.nodes)
+    metrics = fleet(4, IDLE) | {(NS, f"other-{i}"): pod_metrics(IDLE) for i in range(4)}
+    kube.script("snapshot", both).script("read_state", stored(resource_version=None))
+    prometheus.script("fetch", metrics)
+    kube.script("write_state", KubeConflict("409: the object has been modified"))
+    outcomes = controller(path, kube, prometheus).tick()
+    assert [(o.deployment, o.action) for o in outcomes] == [(NAME, "conflict"), ("other", "conflict")]
+    assert kube.called("set_replicas") == [] and len(kube.called("write_state")) == 1
