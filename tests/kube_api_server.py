@@ -8,8 +8,13 @@ optimistic concurrency (409 Conflict on a stale metadata.resourceVersion in PUT 
 bodies), Deployment metadata.generation bumped on spec changes (scale writes included),
 merge / strategic-merge / JSON patches, label and field selectors, and `Status` error bodies.
 
+A write to the `scale` subresource is also conditional on `metadata.uid` when the body carries
+one (409 "precondition failed: UID in precondition", as the deployment registry answers).
+Authentication: none by default; with `bearer_tokens` set, a request must carry
+`Authorization: Bearer <one of them>`, else 401 (the set can change at run time: a rotation).
+
 Not implemented: watch, pagination (`limit` is ignored, lists are complete), admission,
-defaulting beyond Deployment `spec.replicas`, garbage collection, auth (plain HTTP).
+defaulting beyond Deployment `spec.replicas`, garbage collection, TLS (plain HTTP).
 Strategic merge patch is approximated by a JSON merge patch in which lists of objects are
 merged by their `name` (else `type`) key; `$patch` directives are not supported.
 
@@ -170,11 +175,13 @@ def _conflict(rt: ResourceType, name: str) -> ApiError:
 
 @dataclass
 class Fault:
-    """A scripted misbehaviour for the requests matching `method` (None = any) and `path_regex`
-    (re.search on the path, query excluded). `times=None` = forever. In order: wait
-    `delay_seconds` (interrupted when the server stops), call `before()` (e.g. `server.touch`),
-    then answer `status` with a Status body and `headers`, or, when `status` is None, serve
-    the request normally."""
+    """A scripted misbehaviour for the requests matching `method` (None = any), `path_regex`
+    (re.search on the path, query excluded) and `user_agent_regex` (re.search on the
+    User-Agent, None = any client: one replica can be partitioned from a path while another
+    reaches it). `times=None` = forever. In order: wait `delay_seconds` (interrupted when the
+    server stops), call `before()` (e.g. `server.touch`), then answer `status` with a Status
+    body and `headers` (or `body`, raw bytes, when given), or, when `status` is None, serve the
+    request normally; then call `after()` (the request is done, the answer not sent yet)."""
 
     method: str | None
     path_regex: str
@@ -185,11 +192,15 @@ class Fault:
     message: str | None = None
     reason: str | None = None
     before: Callable[[], object] | None = None
+    user_agent_regex: str | None = None
+    body: bytes | None = None
+    after: Callable[[], object] | None = None
     hits: int = 0
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, user_agent: str = "") -> bool:
         live = self.times is None or self.hits < self.times
-        return live and (self.method is None or self.method == method) and re.search(self.path_regex, path) is not None
+        return (live and (self.method is None or self.method == method) and re.search(self.path_regex, path) is not None
+                and (self.user_agent_regex is None or re.search(self.user_agent_regex, user_agent) is not None))
 
 
 @dataclass
@@ -200,6 +211,8 @@ class RecordedRequest:
     body: Any
     content_type: str | None
     status: int = 0  # response status, set once answered
+    user_agent: str = ""
+    at: float = 0.0  # the server's clock when the request arrived
 
 
 # --------------------------------------------------------------------------- patches, selectors
@@ -372,6 +385,7 @@ class KubeApiServer:
         self.host, self._port = host, port
         self.simulate_deployment_controller = simulate_deployment_controller
         self.clock = clock
+        self.bearer_tokens: set[str] | None = None  # None: no authentication
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
         self._objects: dict[tuple[str, str, str], JSON] = {}  # (plural, namespace or "", name) -> object
@@ -484,9 +498,10 @@ class KubeApiServer:
     def inject_fault(self, method: str | None = None, path_regex: str = ".*", status: int | None = 500,
                      times: int | None = 1, headers: dict[str, str] | None = None, delay_seconds: float = 0.0,
                      message: str | None = None, reason: str | None = None,
-                     before: Callable[[], object] | None = None) -> Fault:
+                     before: Callable[[], object] | None = None, user_agent_regex: str | None = None,
+                     body: bytes | None = None, after: Callable[[], object] | None = None) -> Fault:
         fault = Fault(method.upper() if method else None, path_regex, status, times, dict(headers or {}),
-                      delay_seconds, message, reason, before)
+                      delay_seconds, message, reason, before, user_agent_regex, body, after)
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -502,10 +517,12 @@ class KubeApiServer:
         with self._lock:
             self.faults.clear()
 
-    def requests_matching(self, method: str | None = None, path_regex: str = ".*") -> builtins.list[RecordedRequest]:
+    def requests_matching(self, method: str | None = None, path_regex: str = ".*",
+                          user_agent_regex: str | None = None) -> builtins.list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests
-                    if (method is None or r.method == method.upper()) and re.search(path_regex, r.path)]
+                    if (method is None or r.method == method.upper()) and re.search(path_regex, r.path)
+                    and (user_agent_regex is None or re.search(user_agent_regex, r.user_agent))]
 
     def clear_requests(self) -> None:
         with self._lock:
@@ -566,15 +583,17 @@ class KubeApiServer:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        record = RecordedRequest(method, path, query, body, content_type)
+        user_agent = h.headers.get("User-Agent") or ""
+        record = RecordedRequest(method, path, query, body, content_type, user_agent=user_agent, at=self.clock())
         with self._lock:
             self.requests.append(record)
-            fault = next((f for f in self.faults if f.matches(method, path)), None)
+            fault = next((f for f in self.faults if f.matches(method, path, user_agent)), None)
             if fault is not None:
                 fault.hits += 1
         code: int = 200
         payload: JSON = {}
         headers: dict[str, str] = {}
+        raw: bytes | None = None
         try:
             if fault is not None:
                 if fault.delay_seconds and self._stopping.wait(fault.delay_seconds):
@@ -582,14 +601,21 @@ class KubeApiServer:
                 if fault.before is not None:
                     fault.before()
                 if fault.status is not None:
-                    raise self._fault_error(fault, method, path)
-            if isinstance(body, str):
-                raise ApiError(400, "the request body is not valid JSON")
-            code, payload = self._route(method, path, query, body, content_type)
+                    if fault.body is not None:
+                        code, raw, headers = fault.status, fault.body, dict(fault.headers)
+                    else:
+                        raise self._fault_error(fault, method, path)
+            if raw is None:
+                self._authenticate(h.headers.get("Authorization"))
+                if isinstance(body, str):
+                    raise ApiError(400, "the request body is not valid JSON")
+                code, payload = self._route(method, path, query, body, content_type)
         except ApiError as exc:
             code, payload, headers = exc.code, exc.status(), exc.headers
+        if fault is not None and fault.after is not None:
+            fault.after()
         record.status = code
-        data = json.dumps(payload).encode()
+        data = raw if raw is not None else json.dumps(payload).encode()
         try:
             h.send_response(code)
             h.send_header("Content-Type", "application/json")
@@ -600,6 +626,14 @@ class KubeApiServer:
             h.wfile.write(data)
         except OSError:  # the client gave up (timeout): nothing to answer to
             pass
+
+    def _authenticate(self, authorization: str | None) -> None:
+        tokens = self.bearer_tokens
+        if tokens is None:
+            return
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or token.strip() not in tokens:
+            raise ApiError(401, "Unauthorized")
 
     def _fault_error(self, fault: Fault, method: str, path: str) -> ApiError:
         code = fault.status or 500
@@ -749,6 +783,11 @@ class KubeApiServer:
 
     def _write_scale(self, route: Route, scale: JSON, dep: JSON) -> tuple[int, JSON]:
         self._precondition(route, scale, dep)
+        uid = (scale.get("metadata") or {}).get("uid")
+        if uid and uid != dep["metadata"].get("uid"):
+            raise ApiError(409, f'Operation cannot be fulfilled on deployments.apps "{route.name}": precondition failed: '
+                           f'UID in precondition: {uid}, UID in object meta: {dep["metadata"].get("uid")}',
+                           details={"name": route.name, "group": "apps", "kind": "deployments"})
         replicas = (scale.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
             raise ApiError(422, f'Scale.autoscaling "{route.name}" is invalid: spec.replicas: Invalid value: '

@@ -3,6 +3,8 @@ against the in-process API test server, through the official client)."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from autoscaler.adapters.kubernetes import (
     KubeClient,
     KubeConflict,
     KubeError,
+    KubeFenced,
     KubeForbidden,
     KubeInvalid,
     KubeNotFound,
@@ -33,6 +36,7 @@ from autoscaler.adapters.kubernetes import (
     KubeThrottled,
     KubeTimeout,
     KubeUnavailable,
+    StoredState,
 )
 from autoscaler.policy.types import PodStage, PodStartup
 from tests.conftest_kube import kube_client, kube_server, kube_sleeps, kubeconfig_path  # noqa: F401
@@ -279,70 +283,154 @@ def test_snapshot_makes_a_constant_number_of_list_calls(kube_server: KubeApiServ
     assert sorted(d.name for d in snap.deployments) == ["elsewhere", "rolling", "vllm"]
 
 
-def test_set_replicas_patches_only_when_different(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
-    kube_server.put(deployment("vllm", "llm", replicas=2))
-    assert kube_client.read_scale("llm", "vllm")[0] == 2
-    assert kube_client.set_replicas("llm", "vllm", 2) is False
-    assert kube_server.requests_matching("PATCH") == []
+def read(client: KubeClient, namespace: str = "llm", name: str = "vllm") -> DeploymentInfo:
+    """The Deployment as a tick reads it (from the list)."""
+    info = client.snapshot([namespace]).deployment(namespace, name)
+    assert info is not None
+    return info
 
-    rv = kube_client.read_scale("llm", "vllm")[1]
-    assert kube_client.set_replicas("llm", "vllm", 5) is True
-    (patch,) = kube_server.requests_matching("PATCH")
-    assert patch.path == "/apis/apps/v1/namespaces/llm/deployments/vllm/scale"
+
+def scale_to(client: KubeClient, info: DeploymentInfo, replicas: int, **kwargs: Any) -> None:
+    client.set_replicas(info.namespace, info.name, replicas, resource_version=info.resource_version, uid=info.uid,
+                        **kwargs)
+
+
+def stored_replicas(server: KubeApiServer, namespace: str = "llm", name: str = "vllm") -> int:
+    dep = server.get("Deployment", namespace, name)
+    assert dep is not None
+    return int(dep["spec"]["replicas"])
+
+
+def test_set_replicas_is_conditional_on_the_deployment_read(kube_server: KubeApiServer,
+                                                            kube_client: KubeClient) -> None:
+    kube_server.put(deployment("vllm", "llm", replicas=2, uid="uid-1"))
+    info = read(kube_client)
+    assert (info.spec_replicas, info.uid) == (2, "uid-1") and info.resource_version
+    kube_server.clear_requests()
+    scale_to(kube_client, info, 5)
+    (patch,) = kube_server.requests  # one request: no read before the write
+    assert (patch.method, patch.path) == ("PATCH", "/apis/apps/v1/namespaces/llm/deployments/vllm/scale")
     assert patch.content_type == "application/merge-patch+json"
-    assert patch.body == {"metadata": {"resourceVersion": rv}, "spec": {"replicas": 5}}
+    assert patch.body == {"metadata": {"resourceVersion": info.resource_version, "uid": "uid-1"},
+                          "spec": {"replicas": 5}}
     assert patch.query["fieldManager"] == "vllm-queue-autoscaler"
-    assert kube_client.read_scale("llm", "vllm")[0] == 5
-    stored = kube_server.get("Deployment", "llm", "vllm")
-    assert stored is not None and stored["spec"]["replicas"] == 5
+    assert patch.user_agent == "vllm-queue-autoscaler/0.1.0 (test-instance)"
+    assert stored_replicas(kube_server) == 5
+    with pytest.raises(ValueError, match="no blind overwrite"):
+        kube_client.set_replicas("llm", "vllm", 3, resource_version="", uid="uid-1")
 
 
-def test_set_replicas_conflict_rereads_and_retries(kube_server: KubeApiServer, kube_client: KubeClient,
-                                                   kube_sleeps: list[float]) -> None:
-    kube_server.put(deployment("vllm", "llm", replicas=2))
-    kube_server.inject_conflict("Deployment", "llm", "vllm")  # a concurrent writer before our PATCH
-    assert kube_client.set_replicas("llm", "vllm", 3) is True
-    assert [(r.method, r.status) for r in kube_server.requests] == [("GET", 200), ("PATCH", 409), ("GET", 200),
-                                                                    ("PATCH", 200)]
-    first, second = kube_server.requests_matching("PATCH")
-    assert first.body["metadata"]["resourceVersion"] != second.body["metadata"]["resourceVersion"]
-    assert kube_sleeps == []  # conflicts are not transient errors: no backoff
+def test_a_concurrent_write_is_a_conflict_never_retried(kube_server: KubeApiServer, kube_client: KubeClient,
+                                                        kube_sleeps: list[float]) -> None:
+    """Someone scales 4 -> 10 after the decision read 4: the write of 3 is refused (409), not
+    re-read and re-sent (which would remove 7 pods at once)."""
+    kube_server.put(deployment("vllm", "llm", replicas=4))
+    info = read(kube_client)
+    kube_server.update("Deployment", "llm", "vllm", {"spec": {"replicas": 10}})
+    with pytest.raises(KubeConflict, match="the object has been modified") as exc:
+        scale_to(kube_client, info, 3)
+    assert exc.value.maybe_written is False
+    assert [(r.method, r.status) for r in kube_server.requests_matching(path_regex="/scale$")] == [("PATCH", 409)]
+    assert stored_replicas(kube_server) == 10 and kube_sleeps == []
 
-    kube_server.inject_conflict("Deployment", "llm", "vllm", times=None)  # somebody always wins
+
+def test_a_recreated_deployment_is_a_conflict(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+    """Deleted and re-created with 12 replicas between the read and the write: refused on the
+    UID (and the resourceVersion), never set to 3."""
+    kube_server.put(deployment("vllm", "llm", replicas=4, uid="old-uid"))
+    info = read(kube_client)
+    kube_server.delete("Deployment", "llm", "vllm")
+    kube_server.put(deployment("vllm", "llm", replicas=12, uid="new-uid"))
+    stale = DeploymentInfo(**{**info.__dict__, "resource_version": kube_server.get(
+        "Deployment", "llm", "vllm")["metadata"]["resourceVersion"]})  # type: ignore[index]
+    with pytest.raises(KubeConflict, match="UID in precondition: old-uid"):  # even on a matching resourceVersion
+        scale_to(kube_client, stale, 3)
     with pytest.raises(KubeConflict):
-        kube_client.set_replicas("llm", "vllm", 4)
-    assert len(kube_server.requests_matching("PATCH")) == 2 + 3
-    stored = kube_server.get("Deployment", "llm", "vllm")
-    assert stored is not None and stored["spec"]["replicas"] == 3  # never overwritten blindly
+        scale_to(kube_client, info, 3)
+    assert stored_replicas(kube_server) == 12
 
 
-def test_set_replicas_after_a_concurrent_change_to_the_target(kube_server: KubeApiServer,
-                                                             kube_client: KubeClient) -> None:
-    kube_server.put(deployment("vllm", "llm", replicas=2))
-    # The other writer sets the value we want: the re-read sees it and nothing more is written.
-    kube_server.inject_fault("PATCH", r"/scale$", status=None,
+def test_a_write_that_may_have_landed_is_never_resent_blindly(kube_server: KubeApiServer, kube_client: KubeClient,
+                                                              kube_sleeps: list[float]) -> None:
+    """A 5xx answered after the write was applied: the retry carries the same precondition and
+    gets 409; the error says the write may have happened."""
+    kube_server.put(deployment("vllm", "llm", replicas=4))
+    info = read(kube_client)
+    # the first try is applied, then answered 503
+    kube_server.inject_fault("PATCH", r"/scale$", status=503, times=1,
                              before=lambda: kube_server.update("Deployment", "llm", "vllm", {"spec": {"replicas": 3}}))
-    with structlog.testing.capture_logs() as logs:
-        assert kube_client.set_replicas("llm", "vllm", 3) is False
-    assert [r.status for r in kube_server.requests_matching("PATCH")] == [409]
-    conflicts = [e for e in logs if e["event"] == "kube_conflict_retry"]  # the re-read is logged
-    assert [(e["verb"], e["resource"], e["name"], e["attempt"], e["max_attempts"]) for e in conflicts] == [
-        ("patch", "deployments/scale", "vllm", 1, 3)]
+    with pytest.raises(KubeConflict) as exc:
+        scale_to(kube_client, info, 3)
+    assert exc.value.maybe_written is True
+    assert [r.status for r in kube_server.requests_matching("PATCH")] == [503, 409]
+    assert stored_replicas(kube_server) == 3 and kube_sleeps == [0.5]
+
+
+class Fence:
+    """Leader election as a write sees it: the seconds left, one answer per question."""
+
+    def __init__(self, *left: float) -> None:
+        self.left = list(left)
+        self.asked = 0
+
+    def time_left(self) -> float:
+        self.asked += 1
+        return self.left.pop(0) if len(self.left) > 1 else self.left[0]
+
+
+def test_the_fence_is_asked_before_every_try(kube_server: KubeApiServer, kube_client: KubeClient,
+                                             kube_sleeps: list[float]) -> None:
+    """The first try gets a 503; by the second the Lease is lost: no second PATCH goes out."""
+    kube_server.put(deployment("vllm", "llm", replicas=4))
+    info = read(kube_client)
+    kube_server.inject_fault("PATCH", r"/scale$", status=503, times=None)
+    fence = Fence(8.0, 8.0, 0.0)  # the try, the stop check before the wait, the retry
+    with pytest.raises(KubeFenced) as exc:
+        scale_to(kube_client, info, 3, fence=fence)
+    assert exc.value.maybe_written is True  # the 503 may have come after the write
+    assert len(kube_server.requests_matching("PATCH")) == 1 and fence.asked == 3
+    # no time left at all: nothing is sent
+    kube_server.clear_requests()
+    with pytest.raises(KubeFenced, match="not sent") as exc:
+        scale_to(kube_client, info, 3, fence=Fence(0.0))
+    assert exc.value.maybe_written is False and kube_server.requests == []
+    # no waiting for a try the fence will not allow: 0.5 s of backoff with 0.55 s left
+    kube_sleeps.clear()
+    with pytest.raises(KubeFenced, match="not sent again after: server error 503") as exc:
+        scale_to(kube_client, info, 3, fence=Fence(3.0, 0.55))
+    assert exc.value.maybe_written is True
+    assert kube_sleeps == [] and len(kube_server.requests_matching("PATCH")) == 1
+
+
+def test_a_try_never_outlasts_the_fence(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+    """The request timeout is 5 s; with 0.6 s left before another replica could take over, the
+    try gives up after 0.6 s, and no retry is started."""
+    kube_server.put(deployment("vllm", "llm", replicas=4))
+    info = read(kube_client)
+    kube_server.inject_fault("PATCH", r"/scale$", status=None, delay_seconds=3.0, times=1)
+    started = time.monotonic()
+    with pytest.raises(KubeFenced, match="not sent again after: timeout") as exc:
+        scale_to(kube_client, info, 3, fence=Fence(0.6))
+    assert time.monotonic() - started < 2.0
+    assert exc.value.maybe_written is True
+    assert len(kube_server.requests_matching("PATCH")) == 1
 
 
 def test_throttling_honours_retry_after(kube_server: KubeApiServer, kube_client: KubeClient,
                                         kube_sleeps: list[float]) -> None:
     kube_server.put(deployment("vllm", "llm", replicas=2))
+    info = read(kube_client)
     kube_server.inject_fault("PATCH", r"/scale$", status=429, times=1, headers={"Retry-After": "1"})
     kube_server.inject_fault("GET", r"/scale$", status=429, times=1, headers={"Retry-After": "120"})
     with structlog.testing.capture_logs() as logs:
-        assert kube_client.set_replicas("llm", "vllm", 3) is True
-    assert kube_sleeps == [10.0, 1.0]  # 120 s capped at max_retry_after_seconds; then as asked
-    # each retry is one JSON event naming the call, even though the patch then succeeded
+        scale_to(kube_client, info, 3)
+        assert kube_client.read_scale("llm", "vllm")[0] == 3
+    assert kube_sleeps == [1.0, 10.0]  # as asked; then 120 s capped at max_retry_after_seconds
+    # each retry is one JSON event naming the call, even though the call then succeeded
     retries = [(e["verb"], e["resource"], e["namespace"], e["name"], e["attempt"], e["wait_seconds"])
                for e in logs if e["event"] == "kube_retry"]
-    assert retries == [("get", "deployments/scale", "llm", "vllm", 1, 10.0),
-                       ("patch", "deployments/scale", "llm", "vllm", 1, 1.0)]
+    assert retries == [("patch", "deployments/scale", "llm", "vllm", 1, 1.0),
+                       ("get", "deployments/scale", "llm", "vllm", 1, 10.0)]
 
 
 def test_server_errors_are_retried_with_backoff(kube_server: KubeApiServer, kube_client: KubeClient,
@@ -377,9 +465,10 @@ def test_client_errors_are_not_retried(kube_server: KubeApiServer, kube_client: 
 
 def test_forbidden_names_verb_and_resource(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
     kube_server.put(deployment("vllm", "llm"))
+    dep = read(kube_client)
     kube_server.inject_fault("PATCH", r"/scale$", status=403)
     with pytest.raises(KubeForbidden) as info:
-        kube_client.set_replicas("llm", "vllm", 2)
+        scale_to(kube_client, dep, 2)
     assert str(info.value).startswith("forbidden: patch deployments/scale in namespace llm: ")
     assert 'cannot patch resource "deployments/scale"' in str(info.value)
     assert (info.value.verb, info.value.resource, info.value.namespace, info.value.name) == (
@@ -391,8 +480,18 @@ def test_forbidden_names_verb_and_resource(kube_server: KubeApiServer, kube_clie
 
 def test_missing_deployment_is_not_found(kube_client: KubeClient, kube_sleeps: list[float]) -> None:
     with pytest.raises(KubeNotFound, match='deployments.apps "ghost" not found'):
-        kube_client.set_replicas("llm", "ghost", 1)
+        kube_client.set_replicas("llm", "ghost", 1, resource_version="7", uid="u")
     assert kube_sleeps == []
+
+
+def test_an_answer_that_is_not_json_is_a_server_error(kube_server: KubeApiServer, kube_client: KubeClient,
+                                                      kube_sleeps: list[float]) -> None:
+    """A proxy's HTML page with status 200: a KubeError like any bad answer (retried), never
+    a ValueError escaping the adapter (it killed the leader-election thread)."""
+    kube_server.inject_fault("GET", r"/leases/", status=200, times=None, body=b"<html>proxy</html>")
+    with pytest.raises(KubeServerError, match="not JSON"):
+        kube_client.read_lease("autoscaler", "vllm-queue-autoscaler")
+    assert len(kube_server.requests) == 1  # lease calls are tried once: the elector retries
 
 
 def test_timeouts_are_retried(kube_server: KubeApiServer, kubeconfig_path: Path) -> None:
@@ -448,28 +547,58 @@ def test_emit_event_timestamps_come_from_the_clock(kube_server: KubeApiServer, k
 
 
 def test_state_configmap_round_trip(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
-    assert kube_client.read_state("llm", "autoscaler-state") == {}
-    assert kube_client.write_state("llm", "autoscaler-state", {"vllm": '{"version": 1}'}) is True
-    assert kube_client.read_state("llm", "autoscaler-state") == {"vllm": '{"version": 1}'}
+    empty = kube_client.read_state("llm", "autoscaler-state")
+    assert empty == StoredState()
+    first = kube_client.write_state("llm", "autoscaler-state", {"vllm": '{"version": 1}'}, previous=empty)
+    assert first.data == {"vllm": '{"version": 1}'} and first.resource_version
+    assert kube_client.read_state("llm", "autoscaler-state") == first
     stored = kube_server.get("ConfigMap", "llm", "autoscaler-state")
     assert stored is not None and stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "vllm-queue-autoscaler"}
-    assert kube_client.write_state("llm", "autoscaler-state", {"vllm": '{"version": 1}'}) is False  # unchanged
-    kube_server.inject_conflict("ConfigMap", "llm", "autoscaler-state", method="PUT")
-    assert kube_client.write_state("llm", "autoscaler-state", {"vllm": "2", "other": "3"}) is True
-    assert [r.status for r in kube_server.requests_matching("PUT")] == [409, 200]
-    assert kube_client.read_state("llm", "autoscaler-state") == {"vllm": "2", "other": "3"}
-    after = kube_server.get("ConfigMap", "llm", "autoscaler-state")
-    assert after is not None and after["metadata"]["labels"] == stored["metadata"]["labels"]
+    kube_server.update("ConfigMap", "llm", "autoscaler-state", {"metadata": {"annotations": {"note": "kept"}}})
+    current = kube_client.read_state("llm", "autoscaler-state")
+    second = kube_client.write_state("llm", "autoscaler-state", {"other": "3"}, previous=current)  # "vllm" pruned
+    assert kube_client.read_state("llm", "autoscaler-state") == second
+    assert second.data == {"other": "3"} and second.annotations == {"note": "kept"}
+    assert second.labels == {"app.kubernetes.io/managed-by": "vllm-queue-autoscaler"}
 
 
-def test_state_configmap_created_concurrently(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
-    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "st", "namespace": "llm"},
-             "data": {"x": "1"}}
-    kube_server.inject_fault("POST", r"/configmaps$", status=None, before=lambda: kube_server.put(other))
-    assert kube_client.write_state("llm", "st", {"x": "2"}) is True
-    assert [(r.method, r.status) for r in kube_server.requests] == [("GET", 404), ("POST", 409), ("GET", 200),
-                                                                    ("PUT", 200)]
-    assert kube_client.read_state("llm", "st") == {"x": "2"}
+def test_state_configmap_writes_are_conditional(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+    """Last writer does not win: a write on a stale read, or a create of one that exists, is a
+    409, never retried here (the controller reads again)."""
+    first = kube_client.write_state("llm", "st", {"x": "1"}, previous=StoredState())
+    kube_server.update("ConfigMap", "llm", "st", {"data": {"x": "from another replica"}})
+    with pytest.raises(KubeConflict):
+        kube_client.write_state("llm", "st", {"x": "2"}, previous=first)
+    with pytest.raises(KubeConflict):
+        kube_client.write_state("llm", "st", {"x": "2"}, previous=StoredState())
+    assert kube_client.read_state("llm", "st").data == {"x": "from another replica"}
+    assert [(r.method, r.status) for r in kube_server.requests if r.method != "GET"] == [
+        ("POST", 201), ("PUT", 409), ("POST", 409)]
+
+
+def test_a_rotated_token_file_is_used_without_a_restart(kube_server: KubeApiServer, tmp_path: Path) -> None:
+    """A kubeconfig whose user has a `tokenFile` (as the in-cluster service account): the file
+    is re-read after a 401 and the call tried once more with the new token."""
+    token = tmp_path / "token"
+    token.write_text("token-one\n")
+    kubeconfig = kube_server.write_kubeconfig(tmp_path / "kubeconfig")
+    config = json.loads(kubeconfig.read_text())
+    config["users"][0]["user"] = {"tokenFile": "token"}  # relative to the kubeconfig
+    kubeconfig.write_text(json.dumps(config))
+    kube_server.put(deployment("vllm", "llm", replicas=2))
+    kube_server.bearer_tokens = {"token-one"}
+    with KubeClient.from_environment(kubeconfig=str(kubeconfig), sleep=lambda s: None) as client:
+        assert client.read_scale("llm", "vllm")[0] == 2
+        token.write_text("token-two")  # the kubelet rotates the token; the old one is revoked
+        kube_server.bearer_tokens = {"token-two"}
+        with structlog.testing.capture_logs() as logs:
+            assert client.read_scale("llm", "vllm")[0] == 2
+        assert [r.status for r in kube_server.requests][-2:] == [401, 200]
+        assert [x["event"] for x in logs] == ["kube_token_reloaded"]
+        kube_server.bearer_tokens = {"token-three"}  # revoked, and no new token in the file: 401 stays
+        with pytest.raises(KubeError) as exc:
+            client.read_scale("llm", "vllm")
+        assert exc.value.status == 401 and "token-" not in str(exc.value)
 
 
 def test_throttled_error_carries_retry_after(kube_server: KubeApiServer, kubeconfig_path: Path) -> None:

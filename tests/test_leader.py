@@ -3,6 +3,8 @@ duration, fencing before the lease can expire, races settled by resourceVersion.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,3 +131,104 @@ def test_release_hands_over_at_once(kube_server: KubeApiServer, clients: tuple[K
 def test_settings_must_fence() -> None:
     with pytest.raises(ValueError, match="renew_deadline_seconds < lease_duration_seconds"):
         LeaseSettings(namespace=NS, lease_duration_seconds=10, renew_deadline_seconds=10)
+
+
+def test_a_slow_lease_read_never_makes_two_leaders(
+    kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]
+) -> None:
+    """b's GET of the Lease takes 10 s (a timeout somewhere); meanwhile a renews. b must count
+    what it read from when the GET returned (client-go stamps after the GET): stamping it
+    before gave b the Lease 5 s early, while a was still fenced in."""
+    clock = Clock()
+    a, b = electors(clients, clock)
+    assert a.step()
+
+    def slow_read() -> None:
+        clock.now += 10  # the GET hangs 10 s; a renews while it does, then the answer comes
+        assert a.step()
+
+    kube_server.inject_fault("GET", r"/leases/", status=None, before=slow_read, times=1)
+    assert b.step() is False  # b observed a's renewal at 1010 (its GET ended), not 1000
+    kube_server.clear_faults()
+    # a dies now: it renewed at 1010, so it writes until 1025 at the latest (fenced in until
+    # 1020, each try over by 1025). b must not lead before that.
+    while not b.step():
+        assert clock.now < 1100
+        clock.now += 1
+    assert clock.now == 1025 and not a.is_leader() and a.time_left() == 0
+
+
+def test_time_left_bounds_every_write_of_a_leader(
+    kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]
+) -> None:
+    """The fence the adapter asks before every try: a leader has until `lease_duration` after
+    its last renewal (when b could take over); 0 once past the renew deadline."""
+    clock = Clock()
+    a, b = electors(clients, clock)
+    assert a.time_left() == 0  # not leading yet
+    clock.now = 1000.0
+    assert a.step()
+    assert a.time_left() == 15.0
+    clock.now += 9.5  # inside the renew deadline: the margin (5 s) plus what is left of it
+    assert a.time_left() == 5.5
+    clock.now += 0.5  # at the renew deadline: no new try may start
+    assert a.time_left() == 0
+    assert not b.step()  # b saw the Lease at 1010: its takeover comes at 1025, after every try of a ended
+
+
+def test_the_election_thread_survives_any_error_and_liveness_sees_a_stuck_one(
+    kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]
+) -> None:
+    clock = Clock()
+    a, _ = electors(clients, clock)
+    errors = iter([RuntimeError("a bug"), None, None])
+
+    def flaky_step() -> bool:
+        error = next(errors, None)
+        if error is not None:
+            raise error
+        return LeaderElector.step(a)
+
+    a.step = flaky_step  # type: ignore[method-assign]
+    stop = threading.Event()
+    thread = a.start(stop)
+    try:
+        deadline = time.monotonic() + 10
+        while not a.is_leader() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert thread.is_alive() and a.is_leader()  # it went on after the error, and leads
+        assert a.healthy()
+        # a step that never ends (e.g. a hung connection the timeouts did not catch)
+        clock.now += a.settings.stalled_after_seconds + 1
+        assert not a.healthy()
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_a_dead_election_thread_fails_liveness(clients: tuple[KubeClient, KubeClient]) -> None:
+    clock = Clock()
+    a, _ = electors(clients, clock)
+
+    def die(stop: threading.Event) -> None:
+        return  # the thread ends without being asked to stop
+
+    a.run = die  # type: ignore[method-assign]
+    thread = a.start(threading.Event())
+    thread.join(timeout=5)
+    assert not thread.is_alive() and not a.healthy()
+
+
+def test_a_garbled_lease_answer_is_an_error_not_a_crash(
+    kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]
+) -> None:
+    clock = Clock()
+    a, _ = electors(clients, clock)
+    kube_server.inject_fault("GET", r"/leases/", status=200, body=b"<html>gateway</html>", times=1)
+    assert a.step() is False  # a KubeError, logged: the thread would have died on a ValueError
+    kube_server.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": "vllm-queue-autoscaler", "namespace": NS},
+                     "spec": {"holderIdentity": ["not", "a", "string"], "leaseDurationSeconds": "x",
+                              "leaseTransitions": "many"}})
+    assert a.step() is False  # an odd Lease record: a follower, no exception

@@ -346,7 +346,7 @@ def test_a_follower_decides_but_never_writes(
 ) -> None:
     seed_cluster(kube_server)
     config = write_config(tmp_path / "autoscaler.yaml", busy_fleet.url)
-    controller = make_controller(config, kubeconfig_path, Clock(time.time()), may_act=lambda: False)
+    controller = make_controller(config, kubeconfig_path, Clock(time.time()), fence=Follower())
     try:
         [outcome] = controller.tick()
     finally:
@@ -356,6 +356,21 @@ def test_a_follower_decides_but_never_writes(
     assert kube_server.requests_matching(method="PATCH") == []
     assert kube_server.requests_matching(method="POST") == []  # no Event, no state ConfigMap
     assert kube_server.requests_matching(method="PUT") == []
+
+
+class Follower:
+    def time_left(self) -> float:
+        return 0.0
+
+
+def test_run_once_with_leader_election_is_refused(tmp_path: Path) -> None:
+    """One tick cannot wait out a Lease, and acting without one could race the leader."""
+    result = run_cli("run", "--once", "--leader-elect", "--config", str(tmp_path / "none.yaml"), timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "--once cannot be used with --leader-elect: run one tick without election (only where no other "
+        "replica runs), or run without --once"]
+    assert result.stdout == ""
 
 
 def test_run_with_leader_election_stops_cleanly_on_sigterm(

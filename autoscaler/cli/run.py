@@ -38,6 +38,12 @@ DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
     help="Elect one acting replica through a Lease in the controller's namespace (run 2 replicas).",
 )
 @click.option("--lease-name", default="vllm-queue-autoscaler", show_default=True, help="Name of that Lease.")
+@click.option("--lease-duration", type=int, default=15, show_default=True,
+              help="Seconds a follower waits, seeing the Lease unchanged, before it takes over.")
+@click.option("--renew-deadline", type=float, default=10.0, show_default=True,
+              help="Seconds without a renewal after which the leader stops writing (< --lease-duration).")
+@click.option("--retry-period", type=float, default=2.0, show_default=True,
+              help="Seconds between two attempts to acquire or renew the Lease (< --renew-deadline).")
 def run(
     config_path: str,
     kubeconfig: str | None,
@@ -48,8 +54,16 @@ def run(
     metrics_host: str,
     leader_elect: bool,
     lease_name: str,
+    lease_duration: int,
+    renew_deadline: float,
+    retry_period: float,
 ) -> None:
     """Run the controller: scale each target Deployment on queue depth and KV-cache usage."""
+    if once and leader_elect:
+        # one tick cannot wait for a Lease to expire, and acting without one could race a leader
+        click.echo("--once cannot be used with --leader-elect: run one tick without election "
+                   "(only where no other replica runs), or run without --once", err=True)
+        sys.exit(2)
     configure_logging()
     try:
         watcher = ConfigWatcher(config_path)
@@ -67,18 +81,27 @@ def run(
     stop = threading.Event()
     namespace = os.environ.get("POD_NAMESPACE") or watcher.current.controller.namespace
     elector: LeaderElector | None = None
-    if leader_elect and not once:
-        elector = LeaderElector(kube, LeaseSettings(namespace=namespace, name=lease_name))
+    if leader_elect:
+        try:
+            settings = LeaseSettings(namespace=namespace, name=lease_name, lease_duration_seconds=lease_duration,
+                                     renew_deadline_seconds=renew_deadline, retry_period_seconds=retry_period)
+        except ValueError as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(2)
+        elector = LeaderElector(kube, settings)
         elector.step()  # the first tick knows whether it leads
         elector.start(stop)
     controller = Controller(
-        watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run, controller_namespace=namespace,
-        may_act=elector.is_leader if elector else None,
+        watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run, controller_namespace=namespace, fence=elector,
     )
     server: HealthServer | None = None
     if not once:
         port = watcher.current.controller.metrics_port if metrics_port is None else metrics_port
-        server = HealthServer(metrics, controller.healthy, controller.ready, host=metrics_host, port=port).start()
+
+        def healthy() -> bool:
+            return controller.healthy() and (elector is None or elector.healthy())
+
+        server = HealthServer(metrics, healthy, controller.ready, host=metrics_host, port=port).start()
         controller.log.info("serving", port=server.port, paths=["/metrics", "/healthz", "/readyz"])
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -5,20 +5,22 @@ A tick is observe -> decide -> `plan` -> `write` -> `settle` -> record:
 * `plan` (pure) turns the decision and what was read (the Deployment's spec replicas, an HPA
   scaling it, dry run, leadership) into a `Plan`: the replicas to write, or why nothing is;
 * `write` carries a plan out through the Kubernetes adapter: the one scale write of a tick,
-  fenced by leader election inside the adapter, right before the PATCH; its `Outcome` says
-  what happened;
+  conditional on the resourceVersion and UID of the Deployment the decision read (a 409 is
+  never re-sent: the next tick reads and decides again, as HPA does), fenced by leader
+  election before every try inside the adapter; its `Outcome` says what happened;
 * `settle` (pure) is the policy state to keep after that outcome: a decision that was not
   carried out keeps the readings and the learning, not the scale events that did not happen.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from autoscaler.adapters.kubernetes import (
+    Fence,
     KubeClient,
+    KubeConflict,
     KubeError,
     KubeFenced,
     KubeServerError,
@@ -36,7 +38,7 @@ class Outcome(StrEnum):
     STANDBY = "standby"  # not the leader: decided (state stays warm for a failover), never written
     SKIPPED_HPA = "skipped_hpa"  # an HPA scales this Deployment: never written
     PATCHED = "patched"  # the scale was written
-    UNCHANGED = "unchanged"  # the scale read right before the patch already held the replicas
+    CONFLICT = "conflict"  # the Deployment changed since the decision read it (409): nothing written
     FENCED = "fenced"  # the Lease was lost between the plan and the patch: nothing sent
     FAILED = "failed"  # the write was refused: nothing written
     FAILED_MAYBE_SENT = "failed_maybe_sent"  # timeout, 5xx, no answer: the patch may have landed
@@ -52,7 +54,7 @@ class Outcome(StrEnum):
 
 
 # The outcomes after which the decision stands as made (written, or nothing to write).
-_CARRIED_OUT = frozenset({Outcome.HOLD, Outcome.PATCHED, Outcome.UNCHANGED})
+_CARRIED_OUT = frozenset({Outcome.HOLD, Outcome.PATCHED})
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class Plan:
     current: int  # the Deployment's spec replicas, as read this tick
     desired: int
     skip: Outcome | None
+    resource_version: str = ""  # of the Deployment as read this tick: the write's precondition
+    uid: str = ""
 
     @property
     def direction(self) -> str:
@@ -72,7 +76,8 @@ class Plan:
 
 
 def plan(
-    namespace: str, deployment: str, *, current: int, desired: int, dry_run: bool, leading: bool, hpa: str | None
+    namespace: str, deployment: str, *, current: int, desired: int, dry_run: bool, leading: bool, hpa: str | None,
+    resource_version: str = "", uid: str = "",
 ) -> Plan:
     """The scale write of one decision, or why there is none. In this order: a follower never
     writes (dry run or not, it only decides); an HPA in charge is left alone (a dry run shadows
@@ -86,7 +91,7 @@ def plan(
         skip = Outcome.DRY_RUN
     elif desired == current:
         skip = Outcome.HOLD
-    return Plan(namespace, deployment, current, desired, skip)
+    return Plan(namespace, deployment, current, desired, skip, resource_version, uid)
 
 
 @dataclass(frozen=True)
@@ -97,26 +102,35 @@ class Written:
     error: KubeError | None = None
 
 
-def write(kube: KubeClient, planned: Plan, fence: Callable[[], bool]) -> Written:
-    """Carry `planned` out: no call at all when it skips, else one `set_replicas`, which asks
-    `fence` right before its PATCH. Errors other than the adapter's propagate."""
+def write(kube: KubeClient, planned: Plan, fence: Fence | None) -> Written:
+    """Carry `planned` out: no call at all when it skips, else one `set_replicas` conditional
+    on the Deployment the plan was made from, with `fence` asked before every try. Errors
+    other than the adapter's propagate."""
     if planned.skip is not None:
         return Written(planned.skip)
     try:
-        sent = kube.set_replicas(planned.namespace, planned.deployment, planned.desired, fence=fence)
-    except KubeFenced as exc:
-        return Written(Outcome.FENCED, exc)
-    except (KubeTimeout, KubeServerError, KubeUnavailable) as exc:
-        # it answered late or not at all: the patch may have reached the server all the same
-        return Written(Outcome.FAILED_MAYBE_SENT, exc)
+        kube.set_replicas(planned.namespace, planned.deployment, planned.desired,
+                          resource_version=planned.resource_version, uid=planned.uid, fence=fence)
     except KubeError as exc:
-        return Written(Outcome.FAILED, exc)
-    return Written(Outcome.PATCHED if sent else Outcome.UNCHANGED)
+        return Written(_failure(exc), exc)
+    return Written(Outcome.PATCHED)
+
+
+def _failure(exc: KubeError) -> Outcome:
+    """A write that failed after a try with no clear answer may have landed all the same,
+    whatever the last try said (a 409 then may be our own earlier try)."""
+    if exc.maybe_written or isinstance(exc, (KubeTimeout, KubeServerError, KubeUnavailable)):
+        return Outcome.FAILED_MAYBE_SENT
+    if isinstance(exc, KubeFenced):
+        return Outcome.FENCED
+    if isinstance(exc, KubeConflict):
+        return Outcome.CONFLICT
+    return Outcome.FAILED
 
 
 def settle(new_state: PolicyState, old_state: PolicyState, outcome: Outcome) -> PolicyState:
     """The state to keep after `outcome`. Carried out: `new_state`. Not carried out (dry run,
-    follower, HPA in charge, fenced, failed): the readings and the learning of `new_state`,
+    follower, HPA in charge, conflict, fenced, failed): the readings and the learning of `new_state`,
     the scale events and the plan of `old_state`. A failed write that may have landed counts
     its scale-down as done, which can only delay the next one."""
     if outcome in _CARRIED_OUT:

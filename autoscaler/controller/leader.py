@@ -11,9 +11,23 @@ Two controller replicas run; both tick (their caches and learned state stay warm
 * every write carries the resourceVersion it read: of two replicas racing for an expired
   Lease, one gets 409 and stays a follower.
 
+Timestamps, all on this replica's monotonic clock: a renewal counts from *before* its GET
+(the earliest moment the record it writes can be seen), an observation of another holder's
+record from *after* the GET returns (the latest moment it can have been written). Both err
+on the safe side: a slow Lease read delays a takeover, it never hastens one.
+
 Fencing: the leader acts only while its last successful renewal is younger than
-`renew_deadline_seconds`, which is shorter than the lease duration. A leader cut off from the
-API server therefore stops patching before anyone else can take the Lease over.
+`renew_deadline_seconds`, which is shorter than the lease duration; and every try of every
+write must be over by `lease_duration_seconds` after that renewal, the earliest moment
+another replica can take over (`time_left`, the `Fence` the Kubernetes adapter asks before
+every try and cuts the try's timeout to). A try may start up to the renew deadline, so it has
+at least `lease_duration_seconds - renew_deadline_seconds` (5 s by default) to complete; a
+retry starts only if the fence still allows one. A leader cut off from the API server
+therefore stops writing before anyone else can take the Lease over.
+
+Health: `run()` survives any error of a step (it logs it and tries again next period), and
+`healthy()` (part of /healthz, like client-go's HealthzAdaptor) turns false when no step has
+ended for longer than a step can take, or the thread is gone.
 """
 
 from __future__ import annotations
@@ -57,6 +71,21 @@ class LeaseSettings:
                 "leader election needs 0 < retry_period_seconds < renew_deadline_seconds < lease_duration_seconds, "
                 f"got {self.retry_period_seconds}, {self.renew_deadline_seconds}, {self.lease_duration_seconds}"
             )
+        if self.lease_duration_seconds != int(self.lease_duration_seconds):
+            raise ValueError(f"lease_duration_seconds must be whole seconds (the Lease stores an integer), "
+                             f"got {self.lease_duration_seconds}")
+
+    @property
+    def lease_request_timeout_seconds(self) -> float:
+        """One Lease request: half the renew deadline, so that a renewal (a GET and a PUT)
+        ends within it."""
+        return self.renew_deadline_seconds / 2
+
+    @property
+    def stalled_after_seconds(self) -> float:
+        """No step ended for this long: the elector is stuck (a step lasts at most the renew
+        deadline, and the next one starts a retry period later)."""
+        return self.lease_duration_seconds + self.renew_deadline_seconds + self.retry_period_seconds
 
 
 class LeaderElector:
@@ -81,8 +110,12 @@ class LeaderElector:
         self._lock = threading.Lock()
         self._last_renew: float | None = None  # our clock, last successful write as holder
         self._observed: tuple[Any, ...] | None = None  # the Lease record last seen
-        self._observed_at = 0.0  # our clock, when it last changed
+        self._observed_at = 0.0  # our clock, when a GET that returned it first ended
         self.transitions = 0
+        self._last_step_end: float | None = None  # our clock; None: no step yet
+        self._started_at: float | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: threading.Event | None = None
         self.log = structlog.get_logger("autoscaler.leader").bind(identity=self.identity, lease=settings.name)
 
     # ---- the fence
@@ -91,6 +124,17 @@ class LeaderElector:
         with self._lock:
             return self._fenced_in(self._clock())
 
+    def time_left(self) -> float:
+        """The `Fence` of the Kubernetes adapter: 0 unless this replica leads (renewed within
+        the renew deadline); else the seconds until `lease_duration_seconds` after that
+        renewal, when another replica could take the Lease over. At least the margin
+        `lease_duration_seconds - renew_deadline_seconds` while it is > 0."""
+        with self._lock:
+            now = self._clock()
+            if self._last_renew is None or not self._fenced_in(now):
+                return 0.0
+            return self._last_renew + self.settings.lease_duration_seconds - now
+
     def _fenced_in(self, now: float) -> bool:
         return self._last_renew is not None and now - self._last_renew < self.settings.renew_deadline_seconds
 
@@ -98,35 +142,41 @@ class LeaderElector:
 
     def step(self) -> bool:
         """Try to acquire or renew the Lease once; returns whether this replica may act."""
-        now = self._clock()
+        started = self._clock()  # a renewal counts from before the read: the earliest it can be seen
         s = self.settings
+        timeout = s.lease_request_timeout_seconds
         try:
-            lease = self.kube.read_lease(s.namespace, s.name)
+            lease = self.kube.read_lease(s.namespace, s.name, timeout_seconds=timeout)
+            read_at = self._clock()  # what was read was current at the latest now
             if lease is None:
-                self.kube.create_lease(s.namespace, self._body(now, None, acquire=True, transitions=0))
-                return self._won(now, "acquired")
-            spec = lease.get("spec") or {}
-            meta = lease.get("metadata") or {}
-            holder = spec.get("holderIdentity") or ""
+                self.kube.create_lease(s.namespace, self._body(None, acquire=True, transitions=0),
+                                       timeout_seconds=timeout)
+                return self._won(started, "acquired")
+            spec = _mapping(lease.get("spec"))
+            meta = _mapping(lease.get("metadata"))
+            holder = str(spec.get("holderIdentity") or "")
             record = (holder, spec.get("renewTime"), spec.get("leaseDurationSeconds"), meta.get("resourceVersion"))
             if record != self._observed:
-                self._observed, self._observed_at = record, now
-            duration = float(spec.get("leaseDurationSeconds") or s.lease_duration_seconds)
-            if holder and holder != self.identity and now - self._observed_at < duration:
-                return self._lost(now, holder)
+                self._observed, self._observed_at = record, read_at
+            duration = _seconds(spec.get("leaseDurationSeconds"), s.lease_duration_seconds)
+            if holder and holder != self.identity and read_at - self._observed_at < duration:
+                return self._lost(read_at, holder)
             ours = holder == self.identity
-            transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
-            body = self._body(now, lease, acquire=not ours, transitions=transitions)
-            self.kube.replace_lease(s.namespace, s.name, body)
-            return self._won(now, "renewed" if ours else "took_over")
+            transitions = _whole(spec.get("leaseTransitions")) + (0 if ours else 1)
+            body = self._body(lease, acquire=not ours, transitions=transitions)
+            self.kube.replace_lease(s.namespace, s.name, body, timeout_seconds=timeout)
+            return self._won(started, "renewed" if ours else "took_over")
         except KubeConflict:
             # another replica wrote first: re-read next time, act only while still fenced in
-            return self._keep(now)
+            return self._keep(self._clock())
         except KubeError as exc:
             self.log.warning("lease_renew_failed", error=str(exc))
-            return self._keep(now)
+            return self._keep(self._clock())
+        finally:
+            with self._lock:
+                self._last_step_end = self._clock()
 
-    def _body(self, now: float, lease: dict[str, Any] | None, *, acquire: bool, transitions: int) -> dict[str, Any]:
+    def _body(self, lease: dict[str, Any] | None, *, acquire: bool, transitions: int) -> dict[str, Any]:
         s = self.settings
         stamp = micro_time(self._wall_clock())
         spec: dict[str, Any] = {
@@ -135,11 +185,11 @@ class LeaderElector:
             "renewTime": stamp,
             "leaseTransitions": transitions,
         }
-        old_spec = (lease or {}).get("spec") or {}
+        old_spec = _mapping((lease or {}).get("spec"))
         spec["acquireTime"] = stamp if acquire or not old_spec.get("acquireTime") else old_spec["acquireTime"]
         metadata: dict[str, Any] = {"name": s.name, "namespace": s.namespace}
         if lease is not None:
-            metadata["resourceVersion"] = (lease.get("metadata") or {}).get("resourceVersion")
+            metadata["resourceVersion"] = _mapping(lease.get("metadata")).get("resourceVersion")
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
 
     def _won(self, now: float, how: str) -> bool:
@@ -175,14 +225,14 @@ class LeaderElector:
             return
         s = self.settings
         try:
-            lease = self.kube.read_lease(s.namespace, s.name)
-            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            timeout = s.lease_request_timeout_seconds
+            lease = self.kube.read_lease(s.namespace, s.name, timeout_seconds=timeout)
+            if lease is None or _mapping(lease.get("spec")).get("holderIdentity") != self.identity:
                 return
-            body = self._body(self._clock(), lease, acquire=False, transitions=int(
-                (lease.get("spec") or {}).get("leaseTransitions") or 0))
+            body = self._body(lease, acquire=False, transitions=_whole(_mapping(lease.get("spec")).get("leaseTransitions")))
             body["spec"]["holderIdentity"] = ""
             body["spec"]["leaseDurationSeconds"] = 1
-            self.kube.replace_lease(s.namespace, s.name, body)
+            self.kube.replace_lease(s.namespace, s.name, body, timeout_seconds=timeout)
             self.log.info("released")
         except KubeError as exc:
             self.log.warning("release_failed", error=str(exc))
@@ -191,11 +241,48 @@ class LeaderElector:
                 self._last_renew = None
 
     def run(self, stop: threading.Event) -> None:
+        """Step every retry period until `stop`. A step that raises (a bug, an answer nobody
+        expected) is logged and the loop goes on: a dead elector thread would leave the
+        replica a follower for ever while /healthz said ok."""
         while not stop.is_set():
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:  # never let the election thread die
+                self.log.exception("leader_election_step_failed", error=str(exc))
+                with self._lock:
+                    self._last_renew = None  # unsure of the Lease: act as a follower
+                    self._last_step_end = self._clock()
             stop.wait(self.settings.retry_period_seconds)
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="leader-election", daemon=True)
-        thread.start()
-        return thread
+        with self._lock:
+            self._started_at = self._clock()
+        self._stop = stop
+        self._thread = threading.Thread(target=self.run, args=(stop,), name="leader-election", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def healthy(self) -> bool:
+        """Liveness: false when the election thread died, or no step has ended for
+        `stalled_after_seconds` (a step stuck somewhere). The process is then restarted,
+        which is safe: a replica that does not renew is fenced out anyway."""
+        if self._thread is not None and not self._thread.is_alive() and not (self._stop and self._stop.is_set()):
+            return False
+        with self._lock:
+            since = self._last_step_end if self._last_step_end is not None else self._started_at
+            return since is None or self._clock() - since <= self.settings.stalled_after_seconds
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _seconds(value: Any, default: float) -> float:
+    """A Lease duration as the API gives it; `default` when missing or not a positive number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 10**6:
+        return default
+    return float(value)
+
+
+def _whole(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31 else 0

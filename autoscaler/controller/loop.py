@@ -7,12 +7,23 @@ write -> settle (`actuation`) -> record. Per target and tick it writes one JSON 
 the inputs, the intermediate values, the reason and the binding clamp.
 
 Missing data never scales down: if Prometheus cannot be read, every ready pod is absent and
-the core holds; if the cluster cannot be listed, nothing is decided that tick.
+the core holds; if the cluster cannot be listed, nothing is decided that tick. A Deployment an
+operator scaled to 0 is left alone (autoscaling disabled, as HPA does) until scaled up again.
+
+Every write is conditional on what this tick read (the Deployment's resourceVersion and UID,
+the state ConfigMap's resourceVersion) and fenced by leader election before every try.
+
+What the rate limits count (the last scale events) and the learned lead times survive a restart
+and a failover: they are kept in the state ConfigMap (`controller/state.py`), read at start and
+again whenever this replica starts leading, and a scale event is written there *before* the
+scale write it stands for (a scale-down is not sent unless it was recorded), so that a crash
+right after the patch cannot make the next leader forget it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +32,15 @@ from typing import Any
 
 import structlog
 
-from autoscaler.adapters.kubernetes import KubeClient, KubeError, KubeNotFound
+from autoscaler.adapters.kubernetes import (
+    Fence,
+    KubeClient,
+    KubeConflict,
+    KubeError,
+    KubeFenced,
+    KubeNotFound,
+    StoredState,
+)
 from autoscaler.adapters.kubernetes.objects import (
     ClusterSnapshot,
     DeploymentInfo,
@@ -31,8 +50,9 @@ from autoscaler.adapters.prometheus import PodMetrics, PrometheusError, Promethe
 from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
 from autoscaler.controller.actuation import Outcome, Plan, Written, plan, settle, write
 from autoscaler.controller.observe import build_observation
+from autoscaler.controller.state import from_record, to_record
 from autoscaler.controller.telemetry import ControllerMetrics
-from autoscaler.policy import Decision, LeadTimeState, Observation, PolicyState, decide
+from autoscaler.policy import Decision, Observation, PolicyState, decide
 from autoscaler.policy.limits import bounds
 
 PrometheusFactory = Callable[[PrometheusSettings], PrometheusSource]
@@ -44,21 +64,18 @@ class TargetOutcome:
 
     namespace: str
     deployment: str
-    action: str  # patched | unchanged | hold | dry_run | standby | skipped_hpa | error
+    action: str  # patched | hold | dry_run | standby | skipped_hpa | conflict | disabled | error
     decision: Decision | None = None
     observation: Observation | None = None
     error: str | None = None
 
 
 def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
-    token = None
-    if settings.bearer_token_file:
-        with open(settings.bearer_token_file, encoding="utf-8") as fh:
-            token = fh.read().strip()
+    # the token file is re-read by the source while running (a rotated token is picked up)
     return PrometheusSource(
         settings.url,
         timeout_seconds=settings.timeout_seconds,
-        bearer_token=token,
+        bearer_token_file=settings.bearer_token_file,
         ca_file=settings.ca_file,
         insecure_skip_tls_verify=settings.insecure_skip_tls_verify,
         rate_window_seconds=settings.rate_window_seconds,
@@ -68,6 +85,13 @@ def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource
 def state_key(namespace: str, deployment: str) -> str:
     """The key of a target in the state ConfigMap (namespaces hold no dots, so it is unambiguous)."""
     return f"{namespace}.{deployment}"
+
+
+class AlwaysLeading:
+    """The fence of the only replica (no leader election): it may always write."""
+
+    def time_left(self) -> float:
+        return math.inf
 
 
 class Controller:
@@ -84,10 +108,11 @@ class Controller:
         dry_run: bool = False,
         clock: Callable[[], float] = time.time,
         controller_namespace: str | None = None,
-        may_act: Callable[[], bool] | None = None,
+        fence: Fence | None = None,
     ) -> None:
-        """`may_act` is the leader-election fence, asked right before every write (patch,
-        Event, state); None means this is the only replica."""
+        """`fence` is leader election (`LeaderElector`): a replica plans writes only while it
+        has time left, and the adapter asks it again before every try of every write (patch,
+        Event, state). None means this is the only replica."""
         self.watcher = watcher
         self.kube = kube
         self.metrics = metrics or ControllerMetrics()
@@ -97,10 +122,14 @@ class Controller:
         self._prometheus: PrometheusSource | None = None
         self._prometheus_settings: PrometheusSettings | None = None
         self._controller_namespace = controller_namespace
-        self._may_act = may_act or (lambda: True)
+        self._fence: Fence = fence or AlwaysLeading()
         self.states: dict[tuple[str, str], PolicyState] = {}
-        self._loaded_leads: dict[str, LeadTimeState] | None = None  # None until the state ConfigMap was read
-        self._persisted: dict[str, str] = {}
+        # The state ConfigMap as last read or written (None: to be read before any write), and
+        # the entries it held when read, parsed.
+        self._stored: StoredState | None = None
+        self._records: dict[str, Any] = {}
+        self._state_conflict: KubeConflict | None = None  # this tick's, if any: read again next tick
+        self._led = False  # whether this replica led at the previous tick
         self._hpa_warned: set[tuple[str, str]] = set()
         self._rescale_failed: dict[tuple[str, str], str] = {}  # target -> error of the last failed patch
         self._config_generation = watcher.generation
@@ -124,6 +153,9 @@ class Controller:
     @property
     def controller_namespace(self) -> str:
         return self._controller_namespace or self.watcher.current.controller.namespace
+
+    def _leading(self) -> bool:
+        return self._fence.time_left() > 0
 
     # ---- one tick
 
@@ -156,7 +188,12 @@ class Controller:
             return [TargetOutcome(t.namespace, t.deployment, "error", error=str(exc)) for t in targets]
 
         metrics = self._fetch_metrics(config, namespaces, now)
-        self._load_leads()
+        leading = self._leading()
+        if leading and not self._led:
+            self._stored = None  # just started leading: the previous leader may have written it
+        self._led = leading
+        self._state_conflict = None
+        self._load_state()
         outcomes = []
         for target in targets:
             try:
@@ -167,7 +204,7 @@ class Controller:
                 outcomes.append(
                     self._failed(log, target.namespace, target.deployment, "internal", str(exc), type(exc).__name__)
                 )
-        self._persist_leads()
+        self._persist_state()
         self.ticks_ok += 1
         return outcomes
 
@@ -221,18 +258,26 @@ class Controller:
         deployment = snapshot.deployment(ns, name)
         if deployment is None:
             return self._failed(log, ns, name, "target", f"Deployment {ns}/{name} not found")
-        observation = build_observation(snapshot, deployment, metrics)
-        state = self.states.get(key) or PolicyState(lead=self._initial_lead(ns, name))
         policy = config.policy_for(target)
-        decision, new_state = decide(policy, observation, state, now)
         self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
+        if deployment.spec_replicas == 0 and policy.min_replicas > 0:
+            # HPA's rule: replicas 0 means autoscaling is disabled for this Deployment (an
+            # operator parked it); it is left alone until someone scales it up again
+            self.metrics.current.labels(ns, name).set(0)
+            log.info("decision", action="disabled", current=0, desired=0, reason="scaled_to_zero",
+                     message="replicas is 0: autoscaling disabled until the Deployment is scaled up")
+            return TargetOutcome(ns, name, "disabled")
+        observation = build_observation(snapshot, deployment, metrics)
+        state = self.states.get(key) or self._initial_state(ns, name)
+        decision, new_state = decide(policy, observation, state, now)
 
         hpa = snapshot.hpa_for(deployment)
-        leading = self._may_act()
+        leading = self._leading()
         self.metrics.leader.set(1 if leading else 0)
         planned = plan(ns, name, current=observation.spec_replicas, desired=decision.desired_replicas,
-                       dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None)
-        written = write(self.kube, planned, fence=self._may_act)
+                       dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None,
+                       resource_version=deployment.resource_version, uid=deployment.uid)
+        written = self._record_ahead(log, planned, key, new_state) or write(self.kube, planned, fence=self._fence)
         self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)
         return self._record(log, planned, written, deployment, hpa, decision, observation)
@@ -256,6 +301,15 @@ class Controller:
             log.warning("decision", action=outcome.action, current=decision.current_replicas,
                         desired=decision.desired_replicas, reason=decision.reason.value, fenced=True)
             return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation)
+        if outcome is Outcome.CONFLICT:
+            # the Deployment changed since this tick read it (an operator, a rollout, a
+            # re-creation): nothing written, nothing re-sent; the next tick reads and decides again
+            self.metrics.errors.labels(ns, name, "conflict").inc()
+            log.warning("decision", action=outcome.action, current=decision.current_replicas,
+                        desired=decision.desired_replicas, reason=decision.reason.value,
+                        error=str(exc), message="the Deployment changed since it was read: decided again next tick")
+            return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation,
+                                 error=str(exc))
         if exc is not None:
             # a Warning on the Deployment, once per distinct error (not every tick); none
             # when the Deployment is gone
@@ -273,7 +327,7 @@ class Controller:
                 "vllm-queue-autoscaler will not act on it (remove the HPA, or run with --dry-run to compare)",
             )
             self._hpa_warned.add(key)
-        if outcome in (Outcome.PATCHED, Outcome.UNCHANGED):
+        if outcome is Outcome.PATCHED:
             self._rescale_failed.pop(key, None)
         if outcome is Outcome.PATCHED:
             self.metrics.scales.labels(ns, name, planned.direction).inc()
@@ -319,49 +373,111 @@ class Controller:
 
     def _event(self, ns: str, deployment: Any, reason: str, type_: str, message: str) -> None:
         try:
-            self.kube.emit_event(ns, deployment, reason, message, type_=type_)
+            self.kube.emit_event(ns, deployment, reason, message, type_=type_, fence=self._fence)
         except KubeError as exc:  # events are informational
             self.log.warning("event_failed", namespace=ns, reason=reason, error=str(exc))
 
-    # ---- learned lead times, kept in a ConfigMap of the controller's namespace
+    # ---- what survives a restart or a failover, kept in a ConfigMap of the controller's namespace
 
-    def _load_leads(self) -> None:
-        if self._loaded_leads is not None:
+    def _load_state(self) -> None:
+        """Read the state ConfigMap unless it is known (read or written since this replica last
+        started leading); fold what it keeps into the states in memory. A replica that cannot
+        read it keeps trying, and never writes it nor scales down before it has."""
+        if self._stored is not None:
             return
         name = self.watcher.current.controller.state_configmap
         try:
-            data = self.kube.read_state(self.controller_namespace, name)
+            stored = self.kube.read_state(self.controller_namespace, name)
         except KubeError as exc:
             self.log.warning("state_unreadable", configmap=name, error=str(exc))
-            return  # try again next tick; never write before a successful read
-        leads: dict[str, LeadTimeState] = {}
-        for key, raw in data.items():
+            return
+        records: dict[str, Any] = {}
+        for key, raw in stored.data.items():
             try:
-                leads[key] = LeadTimeState.from_dict(json.loads(raw))
-            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                records[key] = json.loads(raw)
+                from_record(records[key])  # check it whole
+            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+                records.pop(key, None)
                 self.log.warning("state_entry_ignored", key=key, error=str(exc))
-        self._loaded_leads = leads
-        self._persisted = dict(data)
+        for (ns, dep), state in self.states.items():
+            record = records.get(state_key(ns, dep))
+            if record is not None:
+                self.states[(ns, dep)] = from_record(record, state)
+        self._records = records
+        self._stored = stored
 
-    def _initial_lead(self, ns: str, name: str) -> LeadTimeState:
-        if self._loaded_leads is None:
-            return LeadTimeState()
-        return self._loaded_leads.get(state_key(ns, name), LeadTimeState())
+    def _initial_state(self, ns: str, name: str) -> PolicyState:
+        record = self._records.get(state_key(ns, name))
+        return from_record(record) if record is not None else PolicyState()
 
-    def _persist_leads(self) -> None:
-        if self._loaded_leads is None or self.dry_run or not self._may_act():
-            return
-        data = dict(self._persisted)
-        for (ns, name), state in self.states.items():
-            data[state_key(ns, name)] = json.dumps(state.lead.to_dict(), sort_keys=True, separators=(",", ":"))
-        if data == self._persisted:
-            return
+    def _state_data(self, override: Mapping[tuple[str, str], PolicyState] | None = None) -> dict[str, str]:
+        """What the state ConfigMap should hold: one entry per configured target (entries of
+        targets no longer configured are dropped), this replica's state where it has one
+        (`override` first), else what was stored."""
+        stored = self._stored.data if self._stored is not None else {}
+        data: dict[str, str] = {}
+        for target in self.watcher.current.targets:
+            key = (target.namespace, target.deployment)
+            name = state_key(*key)
+            state = (override or {}).get(key) or self.states.get(key)
+            if state is not None:
+                data[name] = json.dumps(to_record(state), sort_keys=True, separators=(",", ":"))
+            elif name in stored:
+                data[name] = stored[name]
+        return data
+
+    def _write_state(self, data: dict[str, str]) -> KubeError | None:
+        """Write `data` if it differs from what is stored, conditionally on what was read; the
+        error, if any (a conflict: read it again next tick)."""
+        assert self._stored is not None
+        if data == self._stored.data:
+            return None
         name = self.watcher.current.controller.state_configmap
         try:
-            self.kube.write_state(self.controller_namespace, name, data)
-            self._persisted = data
+            self._stored = self.kube.write_state(self.controller_namespace, name, data, previous=self._stored,
+                                                 fence=self._fence)
+        except KubeConflict as exc:
+            self.log.warning("state_conflict", configmap=name, error=str(exc))
+            self._stored, self._state_conflict = None, exc
+            return exc
         except KubeError as exc:
             self.log.warning("state_unwritable", configmap=name, error=str(exc))
+            return exc
+        return None
+
+    def _record_ahead(self, log: Any, planned: Plan, key: tuple[str, str], new_state: PolicyState) -> Written | None:
+        """Before a scale write: record the scale event it makes in the state ConfigMap, so that
+        no restart or failover can forget it. None when the write may go ahead; else what
+        stands instead. A scale-down whose event could not be recorded is not sent (holding is
+        safe); a scale-up is, unless the state changed under this replica (a conflict: it
+        reads it again and decides again next tick)."""
+        if planned.skip is not None:
+            return None
+        name = self.watcher.current.controller.state_configmap
+        if self._stored is None and self._state_conflict is not None:
+            # another replica wrote it during this tick: what this decision counted may be stale
+            return Written(Outcome.CONFLICT, self._state_conflict)
+        if self._stored is None:
+            error: KubeError | None = KubeError(f"the state ConfigMap {self.controller_namespace}/{name} could not "
+                                                "be read: the scale events the limits count are unknown",
+                                                verb="get", resource="configmaps")
+        else:
+            error = self._write_state(self._state_data({key: new_state}))
+        if error is None:
+            return None
+        if isinstance(error, KubeConflict):
+            return Written(Outcome.CONFLICT, error)
+        if isinstance(error, KubeFenced):
+            return Written(Outcome.FENCED, error)
+        if planned.desired < planned.current:
+            return Written(Outcome.FAILED, error)
+        log.warning("scale_event_unrecorded", error=str(error), current=planned.current, desired=planned.desired)
+        return None
+
+    def _persist_state(self) -> None:
+        if self._stored is None or self.dry_run or not self._leading():
+            return
+        self._write_state(self._state_data())
 
     def close(self) -> None:
         if self._prometheus is not None:

@@ -7,9 +7,9 @@ Metric names start with `vllm_autoscaler_`. Every decision's reason is a label v
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -102,7 +102,14 @@ class ControllerMetrics:
 
 class HealthServer:
     """Serves /metrics, /healthz (the loop is alive) and /readyz (a tick has succeeded) on
-    `host:port` in a daemon thread. Port 0 picks a free port (see `.port`)."""
+    `host:port`. Port 0 picks a free port (see `.port`).
+
+    One asyncio loop in one daemon thread, whatever the number of clients: an idle or slow
+    connection costs a socket, never a thread. Bounded: at most `max_connections` open at once
+    (more are closed at once), a request must arrive within `request_timeout_seconds` and fit
+    in `MAX_REQUEST_BYTES`; one request per connection (`Connection: close`)."""
+
+    MAX_REQUEST_BYTES = 8192
 
     def __init__(
         self,
@@ -111,49 +118,84 @@ class HealthServer:
         ready: Callable[[], bool],
         host: str = "0.0.0.0",
         port: int = 9102,
+        *,
+        max_connections: int = 64,
+        request_timeout_seconds: float = 5.0,
     ) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, outer.metrics.render(), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    ok = outer.healthy()
-                    self._send(200 if ok else 503, b"ok\n" if ok else b"tick loop stalled\n")
-                elif path == "/readyz":
-                    ok = outer.ready()
-                    self._send(200 if ok else 503, b"ok\n" if ok else b"no successful tick yet\n")
-                else:
-                    self._send(404, b"not found\n")
-
-            def _send(self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - silence access logs
-                return
-
         self.metrics = metrics
         self.healthy = healthy
         self.ready = ready
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="health-server", daemon=True)
+        self.max_connections = max_connections
+        self.request_timeout_seconds = request_timeout_seconds
+        self.open_connections = 0
+        self._loop = asyncio.new_event_loop()
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._serve, host, port, reuse_address=True, limit=self.MAX_REQUEST_BYTES)
+        )
+        self._thread = threading.Thread(target=self._loop.run_forever, name="health-server", daemon=True)
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return int(self._server.sockets[0].getsockname()[1])
 
     def start(self) -> HealthServer:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        async def close() -> None:
+            self._server.close()
+            await self._server.wait_closed()
+
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+        else:
+            self._loop.run_until_complete(close())
+        self._loop.close()
+
+    def _answer(self, path: str) -> tuple[int, bytes, str]:
+        text = "text/plain; charset=utf-8"
+        if path == "/metrics":
+            return 200, self.metrics.render(), CONTENT_TYPE_LATEST
+        if path == "/healthz":
+            ok = self.healthy()
+            return (200, b"ok\n", text) if ok else (503, b"tick loop or leader election stalled\n", text)
+        if path == "/readyz":
+            ok = self.ready()
+            return (200, b"ok\n", text) if ok else (503, b"no successful tick yet\n", text)
+        return 404, b"not found\n", text
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.open_connections >= self.max_connections:
+            writer.close()  # over the bound: no thread, no buffer, no wait
+            return
+        self.open_connections += 1
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.request_timeout_seconds)
+            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                return
+            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            parts = request_line.split(" ")
+            if len(parts) != 3 or parts[0] not in ("GET", "HEAD"):
+                code, body, ctype = 405, b"method not allowed\n", "text/plain; charset=utf-8"
+            else:
+                try:
+                    # the callbacks are quick reads of in-memory state; /metrics renders the registry
+                    code, body, ctype = self._answer(parts[1].split("?", 1)[0])
+                except Exception:  # a failing callback is a failing probe, never a dead server
+                    code, body, ctype = 500, b"internal error\n", "text/plain; charset=utf-8"
+            reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
+                      503: "Service Unavailable"}[code]
+            header = (f"HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                      "Connection: close\r\n\r\n").encode("latin-1")
+            writer.write(header + (b"" if parts[0] == "HEAD" else body))
+            try:
+                await asyncio.wait_for(writer.drain(), self.request_timeout_seconds)
+            except (TimeoutError, ConnectionError):
+                return
+        finally:
+            self.open_connections -= 1
+            writer.close()

@@ -9,8 +9,9 @@ fails on answers left unused). `PrometheusSource.close` is the one unscripted me
 neither a read nor a write.
 
 Every call is in `calls`; every write that went out (a scale patch, an Event, the state
-ConfigMap, a Lease) is in `writes`. Like the real adapter, `set_replicas` asks its `fence`
-right before a write and raises `KubeFenced` when it says no; nothing is written then.
+ConfigMap, a Lease) is in `writes`. Like the real adapter, a write given a `fence` asks it
+before going out and raises `KubeFenced` when it has no time left; nothing is written then
+(a scripted exception is raised before the fence is asked: the write failed on the way).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.adapters.kubernetes import KubeFenced
+from autoscaler.adapters.kubernetes import Fence, KubeFenced, StoredState
 from autoscaler.adapters.kubernetes.objects import ClusterSnapshot, DeploymentInfo
 from autoscaler.adapters.prometheus import PodMetrics
 
@@ -72,8 +73,10 @@ class _Scripted:
             raise answer
         return answer
 
-    def _write(self, method: str, args: dict[str, Any]) -> Any:
+    def _write(self, method: str, args: dict[str, Any], fence: Fence | None = None) -> Any:
         answer = self._answer(method, args)
+        if fence is not None and not fence.time_left() > 0:
+            raise KubeFenced(f"not the leader (any more): {method} not sent", verb=method)
         self.writes.append(self.calls[-1])
         return answer
 
@@ -88,48 +91,51 @@ class FakeKube(_Scripted):
         answer: ClusterSnapshot = self._answer("snapshot", {"namespaces": list(namespaces)})
         return answer
 
-    def set_replicas(self, namespace: str, name: str, replicas: int,
-                     fence: Callable[[], bool] | None = None) -> bool:
-        """Scripted True: the scale differs, so the fence is asked and the patch recorded;
-        False: the scale already holds `replicas`, nothing is sent."""
-        args = {"namespace": namespace, "name": name, "replicas": replicas}
-        sent: bool = self._answer("set_replicas", args)
-        if not sent:
-            return False
-        if fence is not None and not fence():
-            raise KubeFenced(f"not the leader any more: patch deployments/scale {namespace}/{name} not sent",
-                             verb="patch", resource="deployments/scale", namespace=namespace, name=name)
-        self.writes.append(self.calls[-1])
-        return True
+    def set_replicas(self, namespace: str, name: str, replicas: int, *, resource_version: str, uid: str,
+                     fence: Fence | None = None) -> None:
+        """Script `True` (written) or an exception (a 409, a timeout...)."""
+        self._write("set_replicas", {"namespace": namespace, "name": name, "replicas": replicas,
+                                     "resource_version": resource_version, "uid": uid}, fence)
 
     def emit_event(self, namespace: str, deployment: DeploymentInfo | tuple[str, str], reason: str, message: str,
-                   type_: str = "Normal") -> dict[str, Any]:
+                   type_: str = "Normal", *, fence: Fence | None = None) -> dict[str, Any]:
         name = deployment.name if isinstance(deployment, DeploymentInfo) else deployment[0]
         answer: dict[str, Any] = self._write("emit_event", {"namespace": namespace, "deployment": name,
-                                                            "reason": reason, "message": message, "type_": type_})
+                                                            "reason": reason, "message": message, "type_": type_},
+                                             fence)
         return answer
 
-    def read_state(self, namespace: str, configmap_name: str) -> dict[str, str]:
-        answer: dict[str, str] = self._answer("read_state", {"namespace": namespace, "configmap_name": configmap_name})
+    def read_state(self, namespace: str, configmap_name: str) -> StoredState:
+        answer: StoredState = self._answer("read_state", {"namespace": namespace, "configmap_name": configmap_name})
         return answer
 
-    def write_state(self, namespace: str, configmap_name: str, data: Mapping[str, str]) -> bool:
-        answer: bool = self._write("write_state", {"namespace": namespace, "configmap_name": configmap_name,
-                                                   "data": dict(data)})
-        return answer
+    def write_state(self, namespace: str, configmap_name: str, data: Mapping[str, str], *, previous: StoredState,
+                    fence: Fence | None = None) -> StoredState:
+        """Script the new resourceVersion (the data stored is what was sent), or an exception."""
+        answer: str = self._write("write_state", {"namespace": namespace, "configmap_name": configmap_name,
+                                                  "data": dict(data), "previous": previous}, fence)
+        return StoredState(data=dict(data), resource_version=answer)
 
-    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def read_lease(self, namespace: str, name: str, *, timeout_seconds: float | None = None) -> dict[str, Any] | None:
         answer: dict[str, Any] | None = self._answer("read_lease", {"namespace": namespace, "name": name})
         return answer
 
-    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create_lease(self, namespace: str, body: Mapping[str, Any], *,
+                     timeout_seconds: float | None = None) -> dict[str, Any]:
         answer: dict[str, Any] = self._write("create_lease", {"namespace": namespace, "body": dict(body)})
         return answer
 
-    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any], *,
+                      timeout_seconds: float | None = None) -> dict[str, Any]:
         answer: dict[str, Any] = self._write("replace_lease", {"namespace": namespace, "name": name,
                                                                "body": dict(body)})
         return answer
+
+
+def stored(data: Mapping[str, str] | None = None, resource_version: str | None = "1") -> StoredState:
+    """What `read_state` / `write_state` answer: the ConfigMap's data at `resource_version`
+    (None: the ConfigMap does not exist)."""
+    return StoredState(data=dict(data or {}), resource_version=resource_version)
 
 
 class FakePrometheus(_Scripted):

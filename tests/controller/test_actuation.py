@@ -5,8 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.controller.actuation import Outcome, plan, settle
+from autoscaler.adapters.kubernetes import (
+    KubeConflict,
+    KubeError,
+    KubeFenced,
+    KubeForbidden,
+    KubeNotFound,
+    KubeServerError,
+    KubeTimeout,
+)
+from autoscaler.controller.actuation import Outcome, plan, settle, write
 from autoscaler.policy import PolicyState
+from tests.controller.fakes import FakeKube
 
 # leading, hpa, dry_run, current, desired -> the outcome that stands without a write (None: write)
 PLANS = [
@@ -57,7 +67,7 @@ NEW = PolicyState(
 SETTLED = [
     (Outcome.HOLD, NEW, NEW, NEW),
     (Outcome.PATCHED, NEW, NEW, NEW),
-    (Outcome.UNCHANGED, NEW, NEW, NEW),
+    (Outcome.CONFLICT, OLD, OLD, OLD),  # the Deployment changed since it was read: nothing written
     (Outcome.DRY_RUN, OLD, OLD, OLD),
     (Outcome.STANDBY, OLD, OLD, OLD),
     (Outcome.SKIPPED_HPA, OLD, OLD, OLD),
@@ -81,4 +91,37 @@ def test_settle(outcome: Outcome, up: PolicyState, down: PolicyState, planned: P
 def test_every_outcome_is_settled_and_has_an_action() -> None:
     assert {row[0] for row in SETTLED} == set(Outcome)
     assert {o.action for o in Outcome} == {
-        "hold", "dry_run", "standby", "skipped_hpa", "patched", "unchanged", "error"}
+        "hold", "dry_run", "standby", "skipped_hpa", "patched", "conflict", "error"}
+
+
+# what the adapter raised -> the outcome: a write that may have landed counts as such, whatever
+# the last try said (after a timeout, a 409 may be the server answering our own earlier try)
+FAILURES = [
+    (KubeConflict("409"), Outcome.CONFLICT),
+    (KubeConflict("409", maybe_written=True), Outcome.FAILED_MAYBE_SENT),
+    (KubeFenced("not the leader"), Outcome.FENCED),
+    (KubeFenced("not the leader", maybe_written=True), Outcome.FAILED_MAYBE_SENT),
+    (KubeForbidden("403"), Outcome.FAILED),
+    (KubeNotFound("404"), Outcome.FAILED),
+    (KubeTimeout("no answer"), Outcome.FAILED_MAYBE_SENT),
+    (KubeServerError("503"), Outcome.FAILED_MAYBE_SENT),
+]
+
+
+@pytest.mark.parametrize(("error", "outcome"), FAILURES)
+def test_write_classifies_what_the_adapter_raised(error: KubeError, outcome: Outcome) -> None:
+    kube = FakeKube().script("set_replicas", error)
+    planned = plan("llm", "qwen", current=4, desired=3, dry_run=False, leading=True, hpa=None,
+                   resource_version="41", uid="u-1")
+    written = write(kube, planned, fence=None)  # type: ignore[arg-type]
+    assert (written.outcome, written.error) == (outcome, error)
+    [call] = kube.called("set_replicas")
+    assert call.args == {"namespace": "llm", "name": "qwen", "replicas": 3, "resource_version": "41", "uid": "u-1"}
+    kube.verify()
+
+
+def test_write_sends_nothing_for_a_plan_that_skips() -> None:
+    kube = FakeKube()
+    planned = plan("llm", "qwen", current=3, desired=3, dry_run=False, leading=True, hpa=None)
+    assert write(kube, planned, fence=None).outcome is Outcome.HOLD  # type: ignore[arg-type]
+    assert kube.calls == []

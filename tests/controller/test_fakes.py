@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 import autoscaler.controller
-from autoscaler.adapters.kubernetes import KubeClient, KubeFenced
+from autoscaler.adapters.kubernetes import KubeClient, KubeConflict, KubeFenced
 from autoscaler.adapters.prometheus import PrometheusSource
 from tests.controller.fakes import (
     FakeKube,
     FakePrometheus,
     UnscriptedCall,
     public_methods,
+    stored,
 )
 
 CONTROLLER = Path(autoscaler.controller.__file__).parent
@@ -52,8 +53,8 @@ def test_a_fake_has_exactly_the_methods_the_controller_calls_with_the_real_signa
 
 def test_the_signature_check_sees_a_difference() -> None:
     class Drifted(FakeKube):
-        def set_replicas(self, namespace: str, name: str, replicas: int) -> bool:  # type: ignore[override]
-            return True
+        def set_replicas(self, namespace: str, name: str, replicas: int) -> None:  # type: ignore[override]
+            return None
 
     assert public_methods(Drifted)["set_replicas"] != inspect.signature(KubeClient.set_replicas)
 
@@ -61,7 +62,7 @@ def test_the_signature_check_sees_a_difference() -> None:
 def test_an_unscripted_call_raises_and_fails_verify() -> None:
     kube = FakeKube()
     with pytest.raises(UnscriptedCall, match="set_replicas"):
-        kube.set_replicas("llm", "qwen", 3)
+        kube.set_replicas("llm", "qwen", 3, resource_version="7", uid="u")
     assert kube.writes == []
     with pytest.raises(AssertionError, match="unscripted calls"):
         kube.verify()
@@ -74,8 +75,8 @@ def test_a_scripted_answer_left_unused_fails_verify() -> None:
 
 
 def test_answers_come_in_order_and_exceptions_are_raised() -> None:
-    kube = FakeKube().script("read_state", {"a": "1"}, OSError("gone"))
-    assert kube.read_state("ns", "cm") == {"a": "1"}
+    kube = FakeKube().script("read_state", stored({"a": "1"}), OSError("gone"))
+    assert kube.read_state("ns", "cm").data == {"a": "1"}
     with pytest.raises(OSError, match="gone"):
         kube.read_state("ns", "cm")
     kube.verify()
@@ -83,17 +84,25 @@ def test_answers_come_in_order_and_exceptions_are_raised() -> None:
         kube.script("delete_everything", None)
 
 
-def test_set_replicas_asks_the_fence_before_a_write_only() -> None:
-    asked: list[bool] = []
+class Fence:
+    def __init__(self, *left: float) -> None:
+        self.left = list(left)
+        self.asked = 0
 
-    def fence() -> bool:
-        asked.append(True)
-        return False
+    def time_left(self) -> float:
+        self.asked += 1
+        return self.left.pop(0)
 
-    kube = FakeKube().script("set_replicas", False, True)
-    assert kube.set_replicas("llm", "qwen", 3, fence=fence) is False  # already 3: nothing to fence
-    assert asked == []
+
+def test_a_write_asks_the_fence_and_a_failed_write_does_not() -> None:
+    kube = FakeKube().script("set_replicas", KubeConflict("409"), True, True)
+    fence = Fence(5.0, 0.0)
+    with pytest.raises(KubeConflict):  # refused on the way: the fence was not even asked
+        kube.set_replicas("llm", "qwen", 3, resource_version="7", uid="u", fence=fence)
+    assert fence.asked == 0
+    kube.set_replicas("llm", "qwen", 3, resource_version="8", uid="u", fence=fence)
     with pytest.raises(KubeFenced):
-        kube.set_replicas("llm", "qwen", 4, fence=fence)
-    assert asked == [True]
-    assert kube.writes == [] and [c.args["replicas"] for c in kube.called("set_replicas")] == [3, 4]
+        kube.set_replicas("llm", "qwen", 4, resource_version="9", uid="u", fence=fence)
+    assert fence.asked == 2
+    assert [w.args["resource_version"] for w in kube.writes] == ["8"]
+    assert [c.args["replicas"] for c in kube.called("set_replicas")] == [3, 3, 4]

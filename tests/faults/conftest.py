@@ -21,3 +21,4 @@ def stack(fault_stack: Stack) -> Iterator[Stack]:
     fault_stack.reset()
     yield fault_stack
     fault_stack.proxy.set_mode("pass")
+    fault_stack.proxy.bearer_tokens = None

@@ -44,9 +44,10 @@ class Stack:
     started: float = field(default_factory=time.time)
 
     def reset(self, **values: Any) -> None:
-        """Proxy to pass-through, every pod exporting `values` (IDLE by default) under the
-        current KV name, fresh; waits until Prometheus reads exactly that."""
+        """Proxy to pass-through (no token asked), every pod exporting `values` (IDLE by
+        default) under the current KV name, fresh; waits until Prometheus reads exactly that."""
         self.proxy.set_mode("pass")
+        self.proxy.bearer_tokens = None
         want = {**IDLE, **values}
         for p in PODS:
             self.exporter.set(NS, p, waiting=want["waiting"], running=want["running"], kv=want["kv"],
@@ -126,6 +127,16 @@ def seed_cluster(server: KubeApiServer, replicas: int = 4, **deployment_kw: Any)
                        scheduled_at=now - 898, started_at=now - 880, ready_at=now - 700))
 
 
+def operator_scales(server: KubeApiServer, replicas: int) -> None:
+    """`kubectl scale --replicas` and the deployment controller catching up (no rollout)."""
+    dep = server.get("deployments", NS, NAME)
+    assert dep is not None
+    generation = int(dep["metadata"].get("generation", 1)) + 1
+    server.update("deployments", NS, NAME, {
+        "metadata": {"generation": generation}, "spec": {"replicas": replicas},
+        "status": {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas}})
+
+
 def replicas(server: KubeApiServer) -> int:
     dep = server.get("deployments", NS, NAME)
     assert dep is not None
@@ -168,15 +179,16 @@ class Harness:
 
 
 def make_harness(config: Path, kubeconfig: Path, *, clock: Any = time.time, request_timeout: float = 2.0,
-                 **controller_kw: Any) -> Harness:
+                 reporting_instance: str = "fault-test", **controller_kw: Any) -> Harness:
     sleeps: list[float] = []
     prom_sleeps: list[float] = []
     kube = KubeClient.from_environment(kubeconfig=str(kubeconfig), sleep=sleeps.append,
-                                       request_timeout_seconds=request_timeout, reporting_instance="fault-test")
+                                       request_timeout_seconds=request_timeout, reporting_instance=reporting_instance)
 
     def prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
         # what default_prometheus_factory builds, retry waits recorded instead of slept
         return PrometheusSource(settings.url, timeout_seconds=settings.timeout_seconds,
+                                bearer_token_file=settings.bearer_token_file,
                                 rate_window_seconds=settings.rate_window_seconds, sleep=prom_sleeps.append)
 
     metrics = ControllerMetrics()

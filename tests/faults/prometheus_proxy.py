@@ -22,6 +22,10 @@ Modes (`proxy.set_mode(mode, **options)`):
 * `lag`        - the query is evaluated `seconds` earlier than asked (a Prometheus replica or
                  querier lagging behind): every sample is that much older.
 
+Independently of the mode, `proxy.bearer_tokens` (a set; None = no check) makes the proxy
+answer 401 to a query whose `Authorization: Bearer <token>` is not one of them, as a
+kube-rbac-proxy or an authenticating gateway in front of Prometheus does.
+
 `proxy.requests` counts the queries seen; `proxy.stop()` ends everything (also sleeping handlers).
 """
 
@@ -69,6 +73,7 @@ class PrometheusProxy:
         self.port = 0
         self.mode = "pass"
         self.options: dict[str, Any] = {}
+        self.bearer_tokens: set[str] | None = None
         self.requests = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -135,8 +140,13 @@ class PrometheusProxy:
 
     def _handle(self, h: BaseHTTPRequestHandler, body: bytes | None) -> None:
         with self._lock:
-            mode, options = self.mode, dict(self.options)
+            mode, options, tokens = self.mode, dict(self.options), self.bearer_tokens
             self.requests += 1
+        if tokens is not None:
+            scheme, _, token = (h.headers.get("Authorization") or "").partition(" ")
+            if scheme.lower() != "bearer" or token not in tokens:
+                self._send(h, 401, {"status": "error", "errorType": "unauthorized", "error": "Unauthorized"})
+                return
         if mode == "reset":
             sock = h.connection
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -25,6 +25,7 @@ from tests.faults.harness import (
     events,
     log_events,
     make_harness,
+    operator_scales,
     replicas,
     seed_cluster,
     write_config,
@@ -63,32 +64,59 @@ def failed_line(logs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     return line
 
 
-def test_409_on_the_patch_is_re_read_and_retried(harness: Harness, kube_server: KubeApiServer) -> None:
+def test_409_on_the_patch_is_never_resent_and_the_next_tick_decides_again(
+    harness: Harness, kube_server: KubeApiServer
+) -> None:
+    """Someone else wrote the Deployment between the tick's read and its patch: the write,
+    conditional on what the decision read, gets 409. Nothing is re-read and re-sent; the next
+    tick reads and decides again (HPA's way)."""
     kube_server.inject_conflict("deployments", NS, NAME, method="PATCH", path_regex=SCALE, times=1)
-    outcome = harness.tick()
-    assert outcome.action == "patched" and replicas(kube_server) == 3
-    patches = kube_server.requests_matching("PATCH", SCALE)
-    assert [p.status for p in patches] == [409, 200]
-    # the retry re-read the scale and sent the new resourceVersion, never a blind overwrite
-    assert patches[0].body["metadata"]["resourceVersion"] != patches[1].body["metadata"]["resourceVersion"]
-    assert len(kube_server.requests_matching("GET", SCALE)) == 2
-    assert [e["reason"] for e in events(kube_server)] == ["ScaledDown"]
-    assert harness.errors("kubernetes") == 0
-
-
-def test_409_on_every_patch_gives_up_and_says_so(harness: Harness, kube_server: KubeApiServer) -> None:
-    kube_server.inject_conflict("deployments", NS, NAME, method="PATCH", path_regex=SCALE, times=None)
     with capture_logs() as logs:
         outcome = harness.tick()
-    assert outcome.action == "error" and replicas(kube_server) == 4
-    assert [p.status for p in kube_server.requests_matching("PATCH", SCALE)] == [409, 409, 409]
-    line = failed_line(logs)
-    assert line["error_type"] == "KubeConflict" and "patch deployments/scale" in str(line["error"])
-    assert line["desired"] == 3  # what it wanted, not done
-    assert harness.errors("kubernetes") == 1
-    [warning] = events(kube_server, "FailedRescale")
-    assert warning["type"] == "Warning" and "4 -> 3 failed" in warning["message"]
+    assert outcome.action == "conflict" and replicas(kube_server) == 4
+    assert [p.status for p in kube_server.requests_matching("PATCH", SCALE)] == [409]
+    [line] = [x for x in logs if x["event"] == "decision"]
+    assert (line["log_level"], line["action"], line["desired"]) == ("warning", "conflict", 3)
+    assert "the object has been modified" in line["error"]
+    assert events(kube_server) == []  # no Warning: a concurrent writer is not a failure
+    assert harness.errors("conflict") == 1 and harness.errors("kubernetes") == 0
     assert_recovers(harness, kube_server)
+
+
+def test_a_concurrent_scale_mid_tick_is_never_overwritten(harness: Harness, kube_server: KubeApiServer) -> None:
+    """The issue's case: the decision read 4 (idle fleet: 4 -> 3, one pod per period); an
+    operator scales to 7 while the tick runs. Re-reading the scale and patching 3 would remove
+    4 pods at once. The write carries what the decision read: 409, nothing written; the next
+    tick decides from 7 and removes one pod."""
+    kube_server.inject_fault("GET", r"/api/v1/nodes$", status=None,  # the tick's last read
+                             before=lambda: operator_scales(kube_server, 7))
+    outcome = harness.tick()
+    assert outcome.decision is not None and outcome.decision.desired_replicas == 3  # decided on 4...
+    assert outcome.action == "conflict" and replicas(kube_server) == 7  # ... never applied to 7
+    after = harness.tick()
+    assert after.decision is not None
+    assert (after.action, after.decision.current_replicas, after.decision.desired_replicas) == ("patched", 7, 6)
+    assert replicas(kube_server) == 6
+
+
+def test_a_deployment_recreated_mid_tick_is_never_scaled_on_the_old_reading(
+    harness: Harness, kube_server: KubeApiServer
+) -> None:
+    """Deleted and re-created (6 replicas, new UID) between the tick's read and its patch: the
+    write is refused on the UID and resourceVersion it carries."""
+
+    def recreate() -> None:
+        kube_server.delete("deployments", NS, NAME)
+        kube_server.put(deployment(NAME, NS, replicas=6, labels={"app": NAME}, uid="re-created"))
+
+    kube_server.inject_fault("GET", r"/api/v1/nodes$", status=None, before=recreate)
+    outcome = harness.tick()
+    assert outcome.action == "conflict" and replicas(kube_server) == 6
+    [patch] = kube_server.requests_matching("PATCH", SCALE)
+    assert patch.status == 409 and patch.body["metadata"]["uid"] != "re-created"
+    after = harness.tick()
+    assert after.action == "patched" and replicas(kube_server) == 5
+    assert kube_server.requests_matching("PATCH", SCALE)[-1].body["metadata"]["uid"] == "re-created"
 
 
 def test_429_waits_the_retry_after_then_succeeds(harness: Harness, kube_server: KubeApiServer) -> None:
@@ -196,8 +224,8 @@ def test_timeout_on_the_cluster_list(harness: Harness, kube_server: KubeApiServe
 
 
 def test_deployment_deleted_mid_tick(harness: Harness, kube_server: KubeApiServer) -> None:
-    """Listed at the start of the tick, gone when the patch reads the scale."""
-    kube_server.inject_fault("GET", SCALE, status=None,
+    """Listed at the start of the tick, gone when the patch arrives."""
+    kube_server.inject_fault("PATCH", SCALE, status=None,
                              before=lambda: kube_server.delete("deployments", NS, NAME))
     with capture_logs() as logs:
         outcome = harness.tick()
@@ -205,7 +233,7 @@ def test_deployment_deleted_mid_tick(harness: Harness, kube_server: KubeApiServe
     line = failed_line(logs)
     assert line["error_type"] == "KubeNotFound" and "not found" in str(line["error"])
     assert kube_server.get("deployments", NS, NAME) is None  # nothing re-created it
-    assert kube_server.requests_matching("PATCH") == []
+    assert [r.status for r in kube_server.requests_matching("PATCH")] == [404]
     assert events(kube_server) == []  # no Event about an object that is gone
     # the next tick: still gone, said plainly, no crash
     with capture_logs() as logs:

@@ -178,8 +178,8 @@ def test_lease_lost_mid_tick_writes_nothing_and_the_new_leader_acts(
     a_kube_for_lease = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None)
     elector_a = LeaderElector(a_kube_for_lease, LeaseSettings("autoscaler", identity="replica-a"), clock=clock_a)
     elector_b = LeaderElector(kube_b, LeaseSettings("autoscaler", identity="replica-b"), clock=clock_b)
-    a = make_harness(config, kubeconfig_path, may_act=elector_a.is_leader)
-    b = make_harness(config, kubeconfig_path, may_act=elector_b.is_leader)
+    a = make_harness(config, kubeconfig_path, fence=elector_a)
+    b = make_harness(config, kubeconfig_path, fence=elector_b)
     try:
         assert elector_a.step() and not elector_b.step()  # A leads, B observed the Lease at 1000
 
@@ -218,9 +218,12 @@ def test_lease_lost_mid_tick_writes_nothing_and_the_new_leader_acts(
         a_kube_for_lease.close()
 
 
-def test_lease_lost_between_the_fence_and_the_patch_writes_nothing(
+def test_lease_lost_between_two_tries_of_the_patch_sends_no_second_try(
     stack: Stack, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
 ) -> None:
+    """A's patch gets a 503, and by then A's renewals have stalled past the renew deadline and
+    B took over. The client would retry the 503: the fence is asked again before that try and
+    says no, so a deposed leader sends nothing more (it used to retry up to 3 more times)."""
     seed_cluster(kube_server, replicas=4)
     config = write_config(tmp_path / "autoscaler.yaml", stack.proxy.url)
     clock_a, clock_b = FakeMonotonic(), FakeMonotonic()
@@ -228,7 +231,7 @@ def test_lease_lost_between_the_fence_and_the_patch_writes_nothing(
     kube_b = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None)
     elector_a = LeaderElector(kube_a, LeaseSettings("autoscaler", identity="replica-a"), clock=clock_a)
     elector_b = LeaderElector(kube_b, LeaseSettings("autoscaler", identity="replica-b"), clock=clock_b)
-    a = make_harness(config, kubeconfig_path, may_act=elector_a.is_leader)
+    a = make_harness(config, kubeconfig_path, fence=elector_a)
     try:
         assert elector_a.step() and not elector_b.step()
 
@@ -237,11 +240,18 @@ def test_lease_lost_between_the_fence_and_the_patch_writes_nothing(
             clock_b.now += 16
             assert elector_b.step()
 
-        # the scale read inside set_replicas: after the fence said yes, before the PATCH
-        kube_server.inject_fault("GET", SCALE, status=None, before=stall_and_take_over)
-        a.tick()
+        kube_server.inject_fault("PATCH", SCALE, status=503, before=stall_and_take_over)
+        with capture_logs() as logs:
+            outcome = a.tick()
         assert not elector_a.is_leader()
-        assert kube_server.requests_matching("PATCH", SCALE) == []  # the fence inside set_replicas
+        assert [r.status for r in kube_server.requests_matching("PATCH", SCALE)] == [503]  # no second try
+        assert replicas(kube_server) == 4
+        # the 503 may have come after the patch was applied: it counts as maybe written
+        assert outcome.action == "error"
+        [line] = [x for x in logs if x["event"] == "target_failed"]
+        assert line["error_type"] == "KubeFenced" and "not sent" in line["error"]
+        assert a.sleeps == []  # no backoff waited for a try that could not happen
+        assert events(kube_server) == []  # nor a Warning from a replica that no longer leads
     finally:
         a.close()
         kube_a.close()

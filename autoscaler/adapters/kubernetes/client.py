@@ -7,25 +7,25 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import structlog
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.client.exceptions import ApiException
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-)
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
+from autoscaler import __version__
+from autoscaler.adapters.kubernetes.auth import TokenFile, install, kubeconfig_token_file
 from autoscaler.adapters.kubernetes.errors import (
+    AMBIGUOUS_ERRORS,
     RETRYABLE_ERRORS,
-    KubeConflict,
+    KubeError,
     KubeFenced,
     KubeNotFound,
+    KubeServerError,
     KubeThrottled,
     _Op,
     translate_error,
@@ -49,11 +49,41 @@ PER_NAMESPACE_LIST_LIMIT = 3
 # it, whatever its namespace. Finished pods hold no resources and are left out server-side.
 ACTIVE_PODS_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
-T = TypeVar("T")
 _LOG = structlog.get_logger("autoscaler.kube")
+# A try with less time than this left before the Lease could change hands is not started.
+MIN_TRY_SECONDS = 0.1
 
 # kubernetes.config has no annotations; go through Any so that mypy --strict accepts the calls.
 k8s_config: Any = _k8s_config
+
+
+class Fence(Protocol):
+    """Leader election as a write sees it (`autoscaler.controller.leader.LeaderElector`)."""
+
+    def time_left(self) -> float:
+        """Seconds a write started now may last before another replica could have taken the
+        Lease over; 0 or less: this replica must not write."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """The state ConfigMap as read or written: its data, and what a conditional replace needs
+    (resourceVersion None: it does not exist; labels and annotations are kept on a replace)."""
+
+    data: dict[str, str] = field(default_factory=dict)
+    resource_version: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_object(cls, cm: Mapping[str, Any]) -> StoredState:
+        meta = cm.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        return cls(data={str(k): str(v) for k, v in (cm.get("data") or {}).items()},
+                   resource_version=str(rv) if rv else None,
+                   labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+                   annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()})
 
 # --------------------------------------------------------------------------- client
 
@@ -64,13 +94,23 @@ class KubeClient:
     `retry_attempts` is the total number of attempts of one call (1 = no retry). Waits between
     attempts: the server's Retry-After (capped at `max_retry_after_seconds`) for a 429, else
     exponential backoff from `backoff_initial_seconds`, doubling, capped at
-    `backoff_max_seconds`. `conflict_retries` bounds the re-read-and-retry loops on 409.
+    `backoff_max_seconds`. A 409 is never retried here: every write is conditional on what the
+    caller read, and a conflict means "read again, decide again".
+
+    Writes take a `fence` (leader election): it is asked before every try, a try is not
+    started when the fence says no, and each try's timeout is cut to the time the fence has
+    left, so that no try of a deposed leader can still be running when another replica may
+    have taken over.
+
+    `token_file`: the bearer token's file, re-read as client-go does (`auth.TokenFile`); a
+    401 is tried once more when the file now holds another token.
     """
 
     def __init__(self, api_client: Any, *, sleep: Callable[[float], None] = time.sleep, retry_attempts: int = 4,
                  request_timeout_seconds: float = 10.0, max_retry_after_seconds: float = 10.0,
-                 backoff_initial_seconds: float = 0.5, backoff_max_seconds: float = 5.0, conflict_retries: int = 3,
-                 clock: Callable[[], float] = time.time, reporting_instance: str | None = None) -> None:
+                 backoff_initial_seconds: float = 0.5, backoff_max_seconds: float = 5.0,
+                 clock: Callable[[], float] = time.time, reporting_instance: str | None = None,
+                 token_file: TokenFile | None = None) -> None:
         self.api_client = api_client
         self._core = k8s_client.CoreV1Api(api_client)
         self._apps = k8s_client.AppsV1Api(api_client)
@@ -82,24 +122,34 @@ class KubeClient:
         self.max_retry_after_seconds = max_retry_after_seconds
         self.backoff_initial_seconds = backoff_initial_seconds
         self.backoff_max_seconds = backoff_max_seconds
-        self.conflict_retries = max(1, conflict_retries)
         self._clock = clock
         self.reporting_instance = reporting_instance or os.environ.get("POD_NAME") or socket.gethostname()
+        # who is calling, in the API server's audit log (and in the test server's request log)
+        api_client.user_agent = f"{COMPONENT}/{__version__} ({self.reporting_instance})"
+        self.token_file = token_file
+        if token_file is not None:
+            install(api_client.configuration, token_file)
 
     @classmethod
-    def from_environment(cls, kubeconfig: str | None = None, context: str | None = None, **kwargs: Any) -> KubeClient:
+    def from_environment(cls, kubeconfig: str | None = None, context: str | None = None, *,
+                         token_file: str | None = None, **kwargs: Any) -> KubeClient:
         """In-cluster config (service account) when KUBERNETES_SERVICE_HOST is set and no
         kubeconfig is given; else the kubeconfig (None = $KUBECONFIG or ~/.kube/config).
+        The bearer token's file (`token_file`, else the service account's, else the
+        kubeconfig user's `tokenFile`) is re-read while running (`auth.TokenFile`).
         urllib3's own retries are turned off: retrying is this class's job. `kwargs` go to
         the constructor."""
         configuration = k8s_client.Configuration()
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config(client_configuration=configuration)
+            token_file = token_file or k8s_config.incluster_config.SERVICE_TOKEN_FILENAME
         else:
             k8s_config.load_kube_config(config_file=kubeconfig, context=context,
                                         client_configuration=configuration, persist_config=False)
+            token_file = token_file or kubeconfig_token_file(kubeconfig, context)
         configuration.retries = False
-        return cls(k8s_client.ApiClient(configuration), **kwargs)
+        tokens = TokenFile(token_file) if token_file else None
+        return cls(k8s_client.ApiClient(configuration), token_file=tokens, **kwargs)
 
     def close(self) -> None:
         self.api_client.close()
@@ -119,49 +169,102 @@ class KubeClient:
         backoff = self.backoff_initial_seconds * 2.0 ** (state.attempt_number - 1)
         return float(min(backoff, self.backoff_max_seconds))
 
-    def _call(self, op: _Op, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """One API call, raw JSON in and out, translated errors, retried when transient."""
-        kwargs.update(_preload_content=False, _request_timeout=self.request_timeout_seconds)
+    def _call(self, op: _Op, fn: Callable[..., Any], *args: Any, fence: Fence | None = None,
+              attempts: int | None = None, timeout: float | None = None, **kwargs: Any) -> Any:
+        """One API call, raw JSON in and out, translated errors, retried when transient
+        (`attempts` in all, default `retry_attempts`; each try at most `timeout` seconds,
+        default `request_timeout_seconds`). With a `fence`, the fence is asked before every
+        try and cuts its timeout to what it has left; retrying stops when the fence would be
+        closed by the end of the wait. The error raised says whether an earlier try of a write
+        may have been applied (`maybe_written`)."""
+        kwargs.update(_preload_content=False)
+        per_try = self.request_timeout_seconds if timeout is None else timeout
+        write = op.verb in ("create", "update", "patch", "delete")
+        maybe_written = False
+
+        def fenced_timeout() -> float:
+            if fence is None:
+                return per_try
+            left = fence.time_left()
+            if not left >= MIN_TRY_SECONDS:  # also NaN
+                raise KubeFenced(f"not the leader (any more): {op.describe()} not sent"
+                                 + (f" ({op.name})" if op.name else ""),
+                                 verb=op.verb, resource=op.resource, namespace=op.namespace, name=op.name)
+            return min(per_try, left)
+
+        def send() -> Any:
+            response = fn(*args, _request_timeout=fenced_timeout(), **kwargs)
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+            return data
 
         def attempt() -> Any:
+            nonlocal maybe_written
             try:
-                response = fn(*args, **kwargs)
                 try:
-                    data = response.data
-                finally:
-                    response.release_conn()
+                    data = send()
+                except ApiException as exc:
+                    # 401: the token may have rotated; once more if the file now holds another
+                    if exc.status == 401 and self.token_file is not None and self.token_file.invalidate():
+                        _LOG.info("kube_token_reloaded", path=self.token_file.path, verb=op.verb,
+                                  resource=op.resource)
+                        data = send()
+                    else:
+                        raise
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-                raise translate_error(exc, op) from exc
-            return json.loads(data) if data else {}
+                error = translate_error(exc, op)
+                if write and isinstance(error, AMBIGUOUS_ERRORS):
+                    maybe_written = True
+                error.maybe_written = write and maybe_written
+                raise error from exc
+            except KubeError as exc:  # fenced
+                exc.maybe_written = write and maybe_written
+                raise
+            try:
+                return json.loads(data) if data else {}
+            except ValueError as exc:  # a proxy's error page with status 200
+                error = KubeServerError(f"invalid answer to {op.describe()}: not JSON: {data[:200]!r}",
+                                        verb=op.verb, resource=op.resource, namespace=op.namespace, name=op.name,
+                                        maybe_written=write)
+                maybe_written = maybe_written or write
+                raise error from exc
 
         def log_retry(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
             wait = state.next_action.sleep if state.next_action is not None else 0.0
             _LOG.warning("kube_retry", verb=op.verb, resource=op.resource, namespace=op.namespace, name=op.name,
-                         attempt=state.attempt_number, max_attempts=self.retry_attempts,
+                         attempt=state.attempt_number, max_attempts=max_attempts,
                          wait_seconds=round(float(wait), 3), error=str(exc))
 
+        max_attempts = max(1, attempts if attempts is not None else self.retry_attempts)
+        fenced_out = False
+
+        def stop(state: RetryCallState) -> bool:
+            nonlocal fenced_out
+            if state.attempt_number >= max_attempts:
+                return True
+            # no waiting for a try the fence will not allow
+            fenced_out = fence is not None and not fence.time_left() - self._wait(state) >= MIN_TRY_SECONDS
+            return fenced_out
+
         retrying = Retrying(
-            stop=stop_after_attempt(self.retry_attempts),
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception_type(RETRYABLE_ERRORS),
             sleep=self._sleep,
             before_sleep=log_retry,
             reraise=True,
         )
-        return retrying(attempt)
-
-    def _with_conflict_retries(self, fn: Callable[[], T], op: _Op) -> T:
-        """Run `fn` (a read-modify-write) again on 409, at most `conflict_retries` times in all."""
-        for attempt in range(self.conflict_retries):
-            try:
-                return fn()
-            except KubeConflict as exc:
-                if attempt == self.conflict_retries - 1:
-                    raise
-                _LOG.warning("kube_conflict_retry", verb=op.verb, resource=op.resource, namespace=op.namespace,
-                             name=op.name, attempt=attempt + 1, max_attempts=self.conflict_retries, error=str(exc))
-        raise AssertionError("unreachable")
+        try:
+            return retrying(attempt)
+        except KubeError as exc:
+            if not fenced_out:
+                raise
+            raise KubeFenced(f"not the leader (any more): {op.describe()}" + (f" ({op.name})" if op.name else "")
+                             + f" not sent again after: {exc}", verb=op.verb, resource=op.resource,
+                             namespace=op.namespace, name=op.name, maybe_written=exc.maybe_written) from exc
 
     def _list(self, resource: str, namespace: str | None, namespaced_fn: Callable[..., Any],
               all_fn: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
@@ -219,42 +322,36 @@ class KubeClient:
     # ---- scale
 
     def read_scale(self, namespace: str, name: str) -> tuple[int, str]:
-        """(spec.replicas, resourceVersion) of the Deployment's scale subresource."""
+        """(spec.replicas, resourceVersion) of the Deployment's scale subresource (for tools and
+        tests: the controller decides on the Deployment it listed, and writes conditionally on it)."""
         op = _Op("get", "deployments/scale", namespace, name)
         scale = self._call(op, self._apps.read_namespaced_deployment_scale, name, namespace)
         replicas = (scale.get("spec") or {}).get("replicas", 0)
         return int(replicas or 0), str((scale.get("metadata") or {}).get("resourceVersion", ""))
 
-    def set_replicas(self, namespace: str, name: str, replicas: int,
-                     fence: Callable[[], bool] | None = None) -> bool:
-        """Set spec.replicas through the scale subresource. Reads the scale first and returns
-        False without writing when it already holds `replicas`; else sends a JSON merge patch
-        carrying the read resourceVersion as a precondition (never a blind overwrite), and on
-        409 re-reads and tries again, `conflict_retries` times in all. Returns True if written.
-        `fence` (leader election) is asked right before every PATCH; when it says no, nothing
-        is written and KubeFenced is raised."""
+    def set_replicas(self, namespace: str, name: str, replicas: int, *, resource_version: str, uid: str,
+                     fence: Fence | None = None) -> None:
+        """Set spec.replicas through the scale subresource, on condition that the Deployment
+        is still the one the decision read: a JSON merge patch carrying that `resource_version`
+        (and `uid`, when known) as preconditions. Someone else wrote the Deployment since, or it
+        was deleted and re-created: 409 (`KubeConflict`), raised and never retried, so the
+        caller reads again and decides again next tick, as HPA does. Transient errors are
+        retried with the same preconditions, so a try that landed unseen makes the next one a
+        409 (`maybe_written` set). `fence`: see the class."""
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {replicas}")
+        if not resource_version:
+            raise ValueError("a scale write needs the resourceVersion its decision read (no blind overwrite)")
         op = _Op("patch", "deployments/scale", namespace, name)
-
-        def attempt() -> bool:
-            current, resource_version = self.read_scale(namespace, name)
-            if current == replicas:
-                return False
-            if fence is not None and not fence():
-                raise KubeFenced(f"not the leader any more: patch deployments/scale {namespace}/{name} not sent",
-                                 verb="patch", resource="deployments/scale", namespace=namespace, name=name)
-            body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": replicas}}
-            self._call(op, self._apps.patch_namespaced_deployment_scale, name, namespace, body,
-                       _content_type="application/merge-patch+json", field_manager=COMPONENT)
-            return True
-
-        return self._with_conflict_retries(attempt, op)
+        metadata = {"resourceVersion": resource_version, **({"uid": uid} if uid else {})}
+        body = {"metadata": metadata, "spec": {"replicas": replicas}}
+        self._call(op, self._apps.patch_namespaced_deployment_scale, name, namespace, body, fence=fence,
+                   _content_type="application/merge-patch+json", field_manager=COMPONENT)
 
     # ---- events
 
     def emit_event(self, namespace: str, deployment: DeploymentInfo | tuple[str, str], reason: str, message: str,
-                   type_: str = "Normal") -> dict[str, Any]:
+                   type_: str = "Normal", *, fence: Fence | None = None) -> dict[str, Any]:
         """Record a core/v1 Event on the Deployment (`deployment` or `(name, uid)`); returns the
         created Event. Events are informational: callers usually log and ignore a KubeError."""
         name, uid = (deployment.name, deployment.uid) if isinstance(deployment, DeploymentInfo) else deployment
@@ -277,72 +374,77 @@ class KubeClient:
             "count": 1,
         }
         created: dict[str, Any] = self._call(_Op("create", "events", namespace), self._core.create_namespaced_event,
-                                             namespace, body)
+                                             namespace, body, fence=fence)
         return created
 
     # ---- persisted state
 
-    def read_state(self, namespace: str, configmap_name: str) -> dict[str, str]:
-        """The data of the state ConfigMap; {} when it does not exist."""
+    def read_state(self, namespace: str, configmap_name: str) -> StoredState:
+        """The state ConfigMap; `StoredState()` (no resourceVersion) when it does not exist."""
         try:
             cm = self._call(_Op("get", "configmaps", namespace, configmap_name),
                             self._core.read_namespaced_config_map, configmap_name, namespace)
         except KubeNotFound:
-            return {}
-        return {str(k): str(v) for k, v in (cm.get("data") or {}).items()}
+            return StoredState()
+        return StoredState.from_object(cm)
 
-    def write_state(self, namespace: str, configmap_name: str, data: Mapping[str, str]) -> bool:
-        """Create the state ConfigMap, or replace its data under the read resourceVersion
-        (labels and annotations kept); on 409 (concurrent writer, or created meanwhile) re-read
-        and retry. Returns False when the stored data is already `data` (nothing written)."""
+    def write_state(self, namespace: str, configmap_name: str, data: Mapping[str, str], *, previous: StoredState,
+                    fence: Fence | None = None) -> StoredState:
+        """Replace the state ConfigMap's data with `data`, on condition that it is still
+        `previous` (what the caller last read or wrote: its resourceVersion; its labels and
+        annotations are kept), or create it when `previous` says it did not exist. Keys not in
+        `data` are gone afterwards. Someone else wrote or created it since: 409 (`KubeConflict`),
+        never retried here (read again). Returns what is stored now."""
         wanted = {str(k): str(v) for k, v in data.items()}
-        get_op = _Op("get", "configmaps", namespace, configmap_name)
-
-        def attempt() -> bool:
-            try:
-                cm = self._call(get_op, self._core.read_namespaced_config_map, configmap_name, namespace)
-            except KubeNotFound:
-                body = {"metadata": {"name": configmap_name, "namespace": namespace,
-                                     "labels": {MANAGED_BY_LABEL: COMPONENT}}, "data": wanted}
-                self._call(_Op("create", "configmaps", namespace, configmap_name),
-                           self._core.create_namespaced_config_map, namespace, body, field_manager=COMPONENT)
-                return True
-            if (cm.get("data") or {}) == wanted:
-                return False
-            meta = cm.get("metadata") or {}
-            body = {"apiVersion": "v1", "kind": "ConfigMap", "data": wanted,
-                    "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels", "annotations")
-                                 if k in meta}}
-            self._call(_Op("update", "configmaps", namespace, configmap_name),
-                       self._core.replace_namespaced_config_map, configmap_name, namespace, body,
-                       field_manager=COMPONENT)
-            return True
-
-        return self._with_conflict_retries(attempt, _Op("update", "configmaps", namespace, configmap_name))
+        if previous.resource_version is None:
+            body: dict[str, Any] = {"metadata": {"name": configmap_name, "namespace": namespace,
+                                                 "labels": {MANAGED_BY_LABEL: COMPONENT}}, "data": wanted}
+            created = self._call(_Op("create", "configmaps", namespace, configmap_name),
+                                 self._core.create_namespaced_config_map, namespace, body, fence=fence,
+                                 field_manager=COMPONENT)
+            return StoredState.from_object(created)
+        metadata: dict[str, Any] = {"name": configmap_name, "namespace": namespace,
+                                    "resourceVersion": previous.resource_version}
+        if previous.labels:
+            metadata["labels"] = dict(previous.labels)
+        if previous.annotations:
+            metadata["annotations"] = dict(previous.annotations)
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": wanted}
+        replaced = self._call(_Op("update", "configmaps", namespace, configmap_name),
+                              self._core.replace_namespaced_config_map, configmap_name, namespace, body, fence=fence,
+                              field_manager=COMPONENT)
+        return StoredState.from_object(replaced)
 
     # ---- leases (leader election)
 
-    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+    # One try each: the elector tries again every retry period, and a renewal must not outlive
+    # the renew deadline (`timeout_seconds`, default `request_timeout_seconds`).
+
+    def read_lease(self, namespace: str, name: str, *, timeout_seconds: float | None = None) -> dict[str, Any] | None:
         """The Lease as JSON, or None when it does not exist."""
         try:
             lease: dict[str, Any] = self._call(_Op("get", "leases", namespace, name),
-                                               self._coordination.read_namespaced_lease, name, namespace)
+                                               self._coordination.read_namespaced_lease, name, namespace,
+                                               attempts=1, timeout=timeout_seconds)
         except KubeNotFound:
             return None
         return lease
 
-    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create_lease(self, namespace: str, body: Mapping[str, Any], *,
+                     timeout_seconds: float | None = None) -> dict[str, Any]:
         """Create the Lease; KubeConflict when another replica created it first."""
         name = str((body.get("metadata") or {}).get("name", ""))
         created: dict[str, Any] = self._call(_Op("create", "leases", namespace, name),
                                              self._coordination.create_namespaced_lease, namespace, dict(body),
-                                             field_manager=COMPONENT)
+                                             attempts=1, timeout=timeout_seconds, field_manager=COMPONENT)
         return created
 
-    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any], *,
+                      timeout_seconds: float | None = None) -> dict[str, Any]:
         """Replace the Lease under the resourceVersion in `body`; KubeConflict when another
         replica wrote it since it was read (never retried here: the elector re-reads)."""
         replaced: dict[str, Any] = self._call(_Op("update", "leases", namespace, name),
                                               self._coordination.replace_namespaced_lease, name, namespace,
-                                              dict(body), field_manager=COMPONENT)
+                                              dict(body), attempts=1, timeout=timeout_seconds,
+                                              field_manager=COMPONENT)
         return replaced

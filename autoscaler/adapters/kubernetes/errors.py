@@ -19,13 +19,17 @@ from kubernetes.client.exceptions import ApiException
 class KubeError(Exception):
     """A failed API call. `verb` (get, list, create, update, patch), `resource` (e.g.
     "deployments/scale"), `namespace`/`name` say what was attempted; `status` is the HTTP status
-    (None for transport errors), `reason` the Status reason (NotFound, Conflict...)."""
+    (None for transport errors), `reason` the Status reason (NotFound, Conflict...).
+    `maybe_written` (writes only): an earlier try of the same write got no clear answer (a
+    timeout, a 5xx, a dropped connection), so the write may have been applied all the same."""
 
     def __init__(self, message: str, *, verb: str = "", resource: str = "", namespace: str | None = None,
-                 name: str | None = None, status: int | None = None, reason: str = "") -> None:
+                 name: str | None = None, status: int | None = None, reason: str = "",
+                 maybe_written: bool = False) -> None:
         super().__init__(message)
         self.message, self.verb, self.resource = message, verb, resource
         self.namespace, self.name, self.status, self.reason = namespace, name, status, reason
+        self.maybe_written = maybe_written
 
 
 class KubeNotFound(KubeError):
@@ -61,7 +65,8 @@ class KubeTimeout(KubeError):
 
 
 class KubeFenced(KubeError):
-    """This replica lost its Lease before a write: nothing was sent."""
+    """This replica may not write (it lost its Lease, or too little of it is left for one more
+    try): nothing more was sent."""
 
 
 class KubeUnavailable(KubeError):
@@ -69,6 +74,9 @@ class KubeUnavailable(KubeError):
 
 
 RETRYABLE_ERRORS: tuple[type[KubeError], ...] = (KubeThrottled, KubeServerError, KubeTimeout, KubeUnavailable)
+# A write that failed with one of these may have been applied: the server took the request and
+# the answer was lost or late. (429 is refused before any processing: never applied.)
+AMBIGUOUS_ERRORS: tuple[type[KubeError], ...] = (KubeServerError, KubeTimeout, KubeUnavailable)
 
 
 @dataclass(frozen=True)

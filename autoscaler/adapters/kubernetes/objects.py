@@ -301,6 +301,9 @@ class DeploymentInfo:
     node_affinity: tuple[LabelSelector, ...] = ()
     ready_replicas: int = 0
     labels: dict[str, str] = field(default_factory=dict)
+    # What a write decided on this reading is conditional on (the scale subresource shares the
+    # Deployment's resourceVersion): any change since, or a re-created Deployment, is a 409.
+    resource_version: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -345,6 +348,7 @@ class DeploymentInfo:
             node_affinity=terms,
             ready_replicas=_int(status.get("readyReplicas"), 0),
             labels=_str_dict(metadata.get("labels")),
+            resource_version=str(metadata.get("resourceVersion") or ""),
         )
 
 

@@ -1,5 +1,7 @@
 """The HTTP client of Prometheus: `PrometheusSource` (instant and range queries, TLS, bearer
-token, retries with tenacity)."""
+token, retries with tenacity). A bearer token file is re-read while running, as client-go does
+with a projected ServiceAccount token: when the copy is a minute old, and at once after a 401
+(the query is then tried once more if the file holds another token)."""
 
 from __future__ import annotations
 
@@ -49,18 +51,80 @@ _LOG = logging.getLogger(__name__)
 _SLOG = structlog.get_logger("autoscaler.prometheus")  # one JSON line per retry, like the loop's
 _BACKOFF_INITIAL_SECONDS: Final = 0.5
 _BACKOFF_MAX_SECONDS: Final = 4.0
+_TOKEN_MAX_AGE_SECONDS: Final = 60.0  # client-go's cachingTokenSource period
+_TOKEN_ERROR: Final = "bearer_token is empty or contains whitespace/control characters"
 
 # --------------------------------------------------------------------------- client
 
 
-class _BearerAuth(requests.auth.AuthBase):
-    """Adds `Authorization: Bearer <token>`; its repr does not show the token."""
+def _checked_token(token: str) -> str:
+    """The token stripped; ValueError (without the token) if it cannot be a header value."""
+    token = token.strip()
+    # requests would put an invalid header value into its exception message: refuse it here
+    # with a message that does not contain the token.
+    if not token or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in token):
+        raise ValueError(_TOKEN_ERROR)
+    return token
 
-    def __init__(self, token: str) -> None:
+
+class _BearerAuth(requests.auth.AuthBase):
+    """Adds `Authorization: Bearer <token>`; its repr does not show the token. The token is a
+    fixed string, or the content of `token_file`, re-read when the copy is older than
+    `_TOKEN_MAX_AGE_SECONDS` and after a 401 (`invalidate`); a re-read that fails keeps the
+    last good token. `seen` holds every token sent, for scrubbing answers."""
+
+    def __init__(self, token: str | None = None, token_file: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._file = token_file
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._read_at = 0.0
+        self.seen: list[str] = []
+        self._token = _checked_token(token) if token is not None else self._read()
+        self.seen.append(self._token)
+
+    def _read(self) -> str:
+        assert self._file is not None
+        try:
+            with open(self._file, encoding="utf-8") as fh:
+                token = _checked_token(fh.read())
+        except OSError as exc:
+            raise ValueError(f"bearer_token_file {self._file}: {type(exc).__name__}: {exc.strerror or ''}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"bearer_token_file {self._file}: not UTF-8 text") from None
+        except ValueError:
+            raise ValueError(f"bearer_token_file {self._file}: {_TOKEN_ERROR}") from None
+        self._read_at = self._clock()
+        return token
+
+    def _refresh(self) -> str:
+        try:
+            token = self._read()
+        except ValueError as exc:
+            _SLOG.warning("prometheus_token_unreadable", error=str(exc))
+            self._read_at = self._clock()
+            return self._token
+        if token not in self.seen:
+            self.seen = [*self.seen[-3:], token]
         self._token = token
+        return token
+
+    def token(self) -> str:
+        with self._lock:
+            if self._file is not None and self._clock() - self._read_at >= _TOKEN_MAX_AGE_SECONDS:
+                return self._refresh()
+            return self._token
+
+    def invalidate(self) -> bool:
+        """After a 401: re-read the file now; True when it holds another token."""
+        if self._file is None:
+            return False
+        with self._lock:
+            before = self._token
+            return self._refresh() != before
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = f"Bearer {self._token}"
+        request.headers["Authorization"] = f"Bearer {self.token()}"
         return request
 
     def __repr__(self) -> str:
@@ -105,6 +169,7 @@ class PrometheusSource:
         *,
         timeout_seconds: float = 5.0,
         bearer_token: str | None = None,
+        bearer_token_file: str | None = None,
         ca_file: str | None = None,
         insecure_skip_tls_verify: bool = False,
         retry_attempts: int = 3,
@@ -121,23 +186,17 @@ class PrometheusSource:
         _check_rate_window(rate_window_seconds)
         if ca_file is not None and insecure_skip_tls_verify:
             raise ValueError("ca_file and insecure_skip_tls_verify are mutually exclusive")
+        if bearer_token is not None and bearer_token_file is not None:
+            raise ValueError("bearer_token and bearer_token_file are mutually exclusive")
         auth: _BearerAuth | None = None
-        if bearer_token is not None:
-            token = bearer_token.strip()
-            # requests would put an invalid header value into its exception message: refuse
-            # it here with a message that does not contain the token.
-            if not token or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in token):
-                raise ValueError("bearer_token is empty or contains whitespace/control characters")
-            auth = _BearerAuth(token)
+        if bearer_token is not None or bearer_token_file is not None:
+            auth = _BearerAuth(bearer_token, bearer_token_file)
 
         self._url = url.rstrip("/")
         self._safe_url = _redact_url(self._url)
         self._timeout = float(timeout_seconds)
         self._has_token = auth is not None
-        # what the server may echo back (a proxy's error page with the request headers)
-        self._token_forms: tuple[bytes, ...] = (
-            (auth._token.encode(), json.dumps(auth._token)[1:-1].encode()) if auth is not None else ()
-        )
+        self._auth = auth
         self._ca_file = ca_file
         self._insecure = insecure_skip_tls_verify
         self._retry_attempts = retry_attempts
@@ -290,7 +349,15 @@ class PrometheusSource:
         )
 
     def _send(self, call: Callable[[], Any]) -> Any:
-        """Run one client call with the same error classification as `_query_once`."""
+        """Run one client call with the same error classification as `_query_once`; a 401 is
+        sent once more when the token file now holds another token (a rotation)."""
+        status, body = self._send_once(call)
+        if status == 401 and self._auth is not None and self._auth.invalidate():
+            _SLOG.info("prometheus_token_reloaded")
+            status, body = self._send_once(call)
+        return decode_response(status, body)
+
+    def _send_once(self, call: Callable[[], Any]) -> tuple[int, bytes]:
         self._local.response = None
         failure: Exception | None = None
         try:
@@ -316,13 +383,14 @@ class PrometheusSource:
             raise PrometheusError(
                 f"query to {self._safe_url} failed without an answer: {_shorten(repr(failure))}"
             ) from failure
-        return decode_response(response.status_code, self._without_token(response.content))
+        return response.status_code, self._without_token(response.content)
 
     def _without_token(self, body: bytes) -> bytes:
-        """The answer with our bearer token blanked out, before anything of it can reach an
-        error message (and so a log line): some proxies echo the request headers."""
-        for form in self._token_forms:
-            body = body.replace(form, b"<redacted>")
+        """The answer with our bearer tokens (every one sent) blanked out, before anything of
+        it can reach an error message (and so a log line): some proxies echo the request headers."""
+        for token in self._auth.seen if self._auth is not None else ():
+            for form in (token.encode(), json.dumps(token)[1:-1].encode()):
+                body = body.replace(form, b"<redacted>")
         return body
 
     def _capture_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:

@@ -1,0 +1,84 @@
+"""What of a target's `PolicyState` must survive a restart or a failover, as one JSON entry of
+the state ConfigMap: the scale events the rate limits count (a restart must not forget that a
+pod was removed 15 s ago when one pod per 120 s is allowed) and the learned lead times.
+
+The one place that knows `PolicyState`'s field names for persistence: `to_record` and
+`from_record`. Entries written by earlier versions (version 1: the lead times alone) are read.
+
+    {"version": 2, "lead": {...LeadTimeState.to_dict()...},
+     "scale_up_events": [[t, pods added], ...], "scale_down_events": [[t, pods removed], ...]}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from autoscaler.policy import LeadTimeState, PolicyState
+from autoscaler.policy.time_window import TimeWindow
+
+VERSION = 2
+MAX_EVENTS = 10_000  # per direction and target: far more than any period holds at one tick a second
+
+
+def to_record(state: PolicyState) -> dict[str, Any]:
+    """The part of `state` to keep across restarts and failovers, as JSON-able data."""
+    return {
+        "version": VERSION,
+        "lead": state.lead.to_dict(),
+        "scale_up_events": [[t, n] for t, n in state.scale_up_events],
+        "scale_down_events": [[t, n] for t, n in state.scale_down_events],
+    }
+
+
+def from_record(record: Mapping[str, Any], onto: PolicyState | None = None) -> PolicyState:
+    """`onto` (default: a fresh state) with what `record` kept: its scale events are added to
+    those `onto` has (a union: an event either replica saw counts), its lead times used when
+    `onto` has learned none. Raises ValueError on anything malformed (nothing half-read)."""
+    base = onto if onto is not None else PolicyState()
+    if not isinstance(record, Mapping):
+        raise ValueError("state entry: expected a mapping")
+    version = record.get("version")
+    ups: tuple[tuple[float, int], ...] = ()
+    downs: tuple[tuple[float, int], ...] = ()
+    if version == 1:  # written before the scale events were kept: the lead times alone
+        lead = LeadTimeState.from_dict(dict(record))
+    elif version == VERSION:
+        lead = LeadTimeState.from_dict(_mapping(record.get("lead"), "lead"))
+        ups = _events(record.get("scale_up_events", []), "scale_up_events")
+        downs = _events(record.get("scale_down_events", []), "scale_down_events")
+    else:
+        raise ValueError(f"state entry: unknown version {version!r}")
+    learned = base.lead.model_load_samples or base.lead.node_provision_samples
+    return replace(
+        base,
+        scale_up_events=_union(base.scale_up_events, ups),
+        scale_down_events=_union(base.scale_down_events, downs),
+        lead=base.lead if learned else lead,
+    )
+
+
+def _mapping(value: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"state entry: {key} must be a mapping")
+    return value
+
+
+def _events(value: Any, key: str) -> tuple[tuple[float, int], ...]:
+    if not isinstance(value, list) or len(value) > MAX_EVENTS:
+        raise ValueError(f"state entry: {key} must be a list of at most {MAX_EVENTS} [t, pods]")
+    events = []
+    for item in value:
+        if (not isinstance(item, list) or len(item) != 2 or isinstance(item[0], bool)
+                or not isinstance(item[0], (int, float)) or not math.isfinite(item[0])
+                or isinstance(item[1], bool) or not isinstance(item[1], int) or not 0 < item[1] <= 100_000):
+            raise ValueError(f"state entry: bad event {item!r} in {key}")
+        events.append((float(item[0]), item[1]))
+    return tuple(events)
+
+
+def _union(mine: tuple[tuple[float, int], ...], kept: tuple[tuple[float, int], ...]) -> TimeWindow[int]:
+    """Both histories, each event once, oldest first."""
+    return TimeWindow(sorted(set(mine) | set(kept)))
