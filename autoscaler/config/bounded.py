@@ -300,6 +300,20 @@ def load_yaml_all(text: str, constructor: type[BaseConstructor] = SafeBuilder) -
     return _load(text, constructor, many=True)
 
 
+def load_yaml_mapping(path: str | os.PathLike[str], what: str) -> dict[Any, Any]:
+    """One YAML mapping from the file at `path` (at most MAX_YAML_BYTES, bounded as `load_yaml`);
+    any problem -> `ValueError` of one line naming the file (`LimitError` for a limit)."""
+    try:
+        raw = load_yaml(read_bytes(path, MAX_YAML_BYTES, what).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(yaml_problem(exc, str(path))) from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    return raw
+
+
 def yaml_problem(exc: yaml.YAMLError, source: str) -> str:
     """One line `source:line:col: invalid YAML: context: problem` (limits: without "invalid YAML")."""
     if isinstance(exc, yaml.MarkedYAMLError):

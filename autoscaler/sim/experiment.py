@@ -10,7 +10,6 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
 from autoscaler.baselines.interface import Policy
 from autoscaler.sim.oracle import (
@@ -31,7 +30,7 @@ from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
 from autoscaler.sim.traces import MAX_SPAN_S, MaterializedTrace, Trace, open_trace
 
-from autoscaler.config.bounded import MAX_YAML_BYTES, finite_in, load_yaml, read_bytes, yaml_problem  # noqa: I001
+from autoscaler.config.bounded import finite_in, load_yaml_mapping  # noqa: I001
 from autoscaler.policy import PolicyParams
 from pydantic import ValidationError
 
@@ -110,14 +109,7 @@ class Scenario:
     @staticmethod
     def load(path: str | Path) -> Scenario:
         """Read a scenario file (at most 1 MiB of YAML, bounded: `autoscaler.config.bounded`)."""
-        try:
-            raw = load_yaml(read_bytes(path, MAX_YAML_BYTES, "scenario file").decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-        except yaml.YAMLError as exc:
-            raise ValueError(yaml_problem(exc, str(path))) from None
-        if not isinstance(raw, dict):
-            raise ValueError(f"{path}: expected a mapping")
+        raw = load_yaml_mapping(path, "scenario file")
         known = {f.name for f in fields(Scenario)}
         unknown = sorted(map(str, set(raw) - known))
         if unknown:

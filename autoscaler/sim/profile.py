@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from autoscaler.config.bounded import MAX_YAML_BYTES, LimitError, load_yaml, read_bytes, yaml_problem
+from autoscaler.config.bounded import load_yaml_mapping
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "simulations" / "profiles"
 
@@ -192,16 +191,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     """The profile `name_or_path` with `overrides` (see `apply_overrides`) applied; an overridden
     profile's name says what changed (`qwen3-8b-h100+scheduler.max_num_batched_tokens=2048`)."""
     path = profile_path(name_or_path)
-    try:
-        raw = load_yaml(read_bytes(path, MAX_YAML_BYTES, "profile").decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(yaml_problem(exc, str(path))) from None
-    except LimitError:
-        raise
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
+    raw = load_yaml_mapping(path, "profile")
     raw = apply_overrides(raw, overrides)
     where = str(path) + (" with profile_overrides" if overrides else "")
     kv, step, life = (_section(raw, k, where) for k in ("kv_cache", "step_time", "lifecycle"))
