@@ -332,12 +332,16 @@ def _opt_float(raw: Any, where: str) -> float | None:
     return None if raw is None else _float(raw, where)
 
 
+MAX_REPLICAS: Final = 2**31 - 1
+"""A Deployment's replicas are an int32 in the Kubernetes API."""
+
+
 def _opt_int(raw: Any, where: str) -> int | None:
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int | float) or (isinstance(raw, float) and not math.isfinite(raw)) \
-            or raw != int(raw) or raw < 0:
-        raise RecordingError(f"{where}: expected a replica count, got {_short(raw)}")
+            or raw != int(raw) or not 0 <= raw <= MAX_REPLICAS:
+        raise RecordingError(f"{where}: expected a replica count (0 .. {MAX_REPLICAS}), got {_short(raw)}")
     return int(raw)
 
 
@@ -488,8 +492,8 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
         if (
             type(t) is not float
             or not 0.0 <= t <= MAX_TIMESTAMP
-            or not (spec is None or (type(spec) is int and spec >= 0))
-            or not (ready is None or (type(ready) is int and ready >= 0))
+            or not (spec is None or (type(spec) is int and 0 <= spec <= MAX_REPLICAS))
+            or not (ready is None or (type(ready) is int and 0 <= ready <= MAX_REPLICAS))
             or not (rollout is False or rollout is True)
             or type(pods_raw) is not list
         ):

@@ -49,7 +49,7 @@ LINES = [
     '{"t":130,"spec":null,"ready":null,"pods":['
     '["qwen-00001",true,"scheduled",[3,0.0],[3,-0.0],["+Inf",129.0],"vllm:kv_cache_usage_perc",["-Inf",129.0],10.0,11.0,50.0]],'
     '"demand":{"generation_tokens_per_second":"NaN"}}',
-    '{"t":145.0,"spec":123456789012345678901234567890,"ready":1,"rollout":0,"pods":['
+    '{"t":145.0,"spec":2147483647,"ready":1,"rollout":0,"pods":['
     '["qwen-00001",true,null,[2.0,144.0],[2.0,144.0],[0.5,144.0],"vllm:kv_cache_usage_perc",null,10.0,11.0,50.0]]}',
     '{"t":150.0,"spec":1,"ready":1,"pods":['
     '["qwen-00001",true,null,[-0.0,149.0],[0.0,0.0],[0.0,-0.0],"vllm:kv_cache_usage_perc",[1.0,0.0],10.0,11.0,50.0]]}',
@@ -82,7 +82,7 @@ def test_fast_reader_reads_exactly_what_the_reference_decoder_reads(tmp_path: Pa
     assert repr(second.pods[1].waiting) == "MetricSample(value=0.0, timestamp=114.0)"
     assert repr(second.pods[0].kv) == "MetricSample(value=-0.0, timestamp=114.0)"  # -1e-400
     assert type(rec.steps[2].demand["prompt_tokens_buckets"]["+Inf"]) is int  # as json reads it
-    assert rec.steps[4].spec == 123456789012345678901234567890
+    assert rec.steps[4].spec == 2147483647  # the int32 maximum of a Deployment's replicas
 
 
 def test_without_orjson_the_stdlib_path_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +104,9 @@ def test_equal_samples_are_one_object(tmp_path: Path) -> None:
      "line 3 pods[0]: not a valid pod entry"),
     ('{"t":115.0,"spec":2,"pods":[' + json.dumps(_pod("qwen-1", ["lots", 99.0])) + "]}",
      "line 3: expected [value, timestamp] or null, got ['lots', 99.0]"),
-    ('{"t":115.0,"spec":-1,"pods":[]}', "line 3.spec: expected a replica count, got -1"),
+    ('{"t":115.0,"spec":-1,"pods":[]}', "line 3.spec: expected a replica count (0 .. 2147483647), got -1"),
+    ('{"t":115.0,"spec":2147483648,"pods":[]}', "line 3.spec: expected a replica count (0 .. 2147483647), got 2147483648"),
+    ('{"t":115.0,"spec":2,"ready":1e300,"pods":[]}', "line 3.ready: expected a replica count (0 .. 2147483647), got 1e+300"),
     ('{"t":115.0,"spec":2,"pods":[' + json.dumps(_pod("qwen-1", [1.0, 99.0], stage="gone")) + "]}",
      "line 3 pods[0]: not a valid pod entry"),
     ('{"t":115.0,"spec":2,"pods":[], "demand":{"requests_per_second":true}}',
