@@ -52,8 +52,11 @@ HERE = Path(__file__).resolve().parent
 TIMED_RUN = """
 import json, sys, time
 from autoscaler.policy import PolicyParams
-from autoscaler.replay.reader import read_recording
 from autoscaler.replay.open_loop import replay
+try:
+    from autoscaler.replay.reader import read_recording
+except ImportError:  # trees before replay/reader.py
+    from autoscaler.replay.format import read_recording
 try:
     from autoscaler.baselines.queue_lead import QueueLead
     policy = QueueLead(PolicyParams(max_replicas=int(sys.argv[2])), name="default")
