@@ -11,19 +11,6 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from autoscaler.adapters.kubernetes.objects import (
-    ClusterSnapshot,
-    DeploymentInfo,
-    HPAInfo,
-    LabelSelector,
-    NodeInfo,
-    PodInfo,
-    Taint,
-    Toleration,
-    parse_quantity,
-    parse_time,
-    rollout_in_progress,
-)
 from autoscaler.adapters.kubernetes import (
     KubeClient,
     KubeConflict,
@@ -38,8 +25,22 @@ from autoscaler.adapters.kubernetes import (
     KubeUnavailable,
     StoredState,
 )
+from autoscaler.adapters.kubernetes.objects import (
+    ClusterSnapshot,
+    DeploymentInfo,
+    HPAInfo,
+    LabelSelector,
+    NodeInfo,
+    PodInfo,
+    Taint,
+    Toleration,
+    parse_quantity,
+    parse_time,
+    rollout_in_progress,
+)
 from autoscaler.policy.types import PodStage, PodStartup
 from tests.conftest_kube import kube_client, kube_server, kube_sleeps, kubeconfig_path  # noqa: F401
+from tests.controller.fakes import ScriptedFence
 from tests.kube_api_server import KubeApiServer, deployment, hpa, node, pod
 
 T0 = 1_700_000_000.0
@@ -366,16 +367,6 @@ def test_a_write_that_may_have_landed_is_never_resent_blindly(kube_server: KubeA
     assert stored_replicas(kube_server) == 3 and kube_sleeps == [0.5]
 
 
-class Fence:
-    """Leader election as a write sees it: the seconds left, one answer per question."""
-
-    def __init__(self, *left: float) -> None:
-        self.left = list(left)
-        self.asked = 0
-
-    def time_left(self) -> float:
-        self.asked += 1
-        return self.left.pop(0) if len(self.left) > 1 else self.left[0]
 
 
 def test_the_fence_is_asked_before_every_try(kube_server: KubeApiServer, kube_client: KubeClient,
@@ -384,7 +375,7 @@ def test_the_fence_is_asked_before_every_try(kube_server: KubeApiServer, kube_cl
     kube_server.put(deployment("vllm", "llm", replicas=4))
     info = read(kube_client)
     kube_server.inject_fault("PATCH", r"/scale$", status=503, times=None)
-    fence = Fence(8.0, 8.0, 0.0)  # the try, the stop check before the wait, the retry
+    fence = ScriptedFence(8.0, 8.0, 0.0)  # the try, the stop check before the wait, the retry
     with pytest.raises(KubeFenced) as exc:
         scale_to(kube_client, info, 3, fence=fence)
     assert exc.value.maybe_written is True  # the 503 may have come after the write
@@ -392,12 +383,12 @@ def test_the_fence_is_asked_before_every_try(kube_server: KubeApiServer, kube_cl
     # no time left at all: nothing is sent
     kube_server.clear_requests()
     with pytest.raises(KubeFenced, match="not sent") as exc:
-        scale_to(kube_client, info, 3, fence=Fence(0.0))
+        scale_to(kube_client, info, 3, fence=ScriptedFence(0.0))
     assert exc.value.maybe_written is False and kube_server.requests == []
     # no waiting for a try the fence will not allow: 0.5 s of backoff with 0.55 s left
     kube_sleeps.clear()
     with pytest.raises(KubeFenced, match="not sent again after: server error 503") as exc:
-        scale_to(kube_client, info, 3, fence=Fence(3.0, 0.55))
+        scale_to(kube_client, info, 3, fence=ScriptedFence(3.0, 0.55))
     assert exc.value.maybe_written is True
     assert kube_sleeps == [] and len(kube_server.requests_matching("PATCH")) == 1
 
@@ -410,7 +401,7 @@ def test_a_try_never_outlasts_the_fence(kube_server: KubeApiServer, kube_client:
     kube_server.inject_fault("PATCH", r"/scale$", status=None, delay_seconds=3.0, times=1)
     started = time.monotonic()
     with pytest.raises(KubeFenced, match="not sent again after: timeout") as exc:
-        scale_to(kube_client, info, 3, fence=Fence(0.6))
+        scale_to(kube_client, info, 3, fence=ScriptedFence(0.6))
     assert time.monotonic() - started < 2.0
     assert exc.value.maybe_written is True
     assert len(kube_server.requests_matching("PATCH")) == 1

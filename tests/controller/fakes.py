@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +158,16 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
     """The public methods a class defines itself (not inherited from a helper base), by name."""
     return {name: inspect.signature(fn) for name, fn in vars(cls).items()
             if callable(fn) and not name.startswith("_")}
+
+
+class ScriptedFence:
+    """Leader election as a write sees it: the seconds left, one scripted answer per question
+    (the last one repeats); every question is counted in `asked`."""
+
+    def __init__(self, *left: float) -> None:
+        self.left = list(left)
+        self.asked = 0
+
+    def time_left(self) -> float:
+        self.asked += 1
+        return self.left.pop(0) if len(self.left) > 1 else self.left[0]

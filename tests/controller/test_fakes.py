@@ -15,6 +15,7 @@ from autoscaler.adapters.prometheus import PrometheusSource
 from tests.controller.fakes import (
     FakeKube,
     FakePrometheus,
+    ScriptedFence,
     UnscriptedCall,
     public_methods,
     stored,
@@ -84,19 +85,11 @@ def test_answers_come_in_order_and_exceptions_are_raised() -> None:
         kube.script("delete_everything", None)
 
 
-class Fence:
-    def __init__(self, *left: float) -> None:
-        self.left = list(left)
-        self.asked = 0
-
-    def time_left(self) -> float:
-        self.asked += 1
-        return self.left.pop(0)
 
 
 def test_a_write_asks_the_fence_and_a_failed_write_does_not() -> None:
     kube = FakeKube().script("set_replicas", KubeConflict("409"), True, True)
-    fence = Fence(5.0, 0.0)
+    fence = ScriptedFence(5.0, 0.0)
     with pytest.raises(KubeConflict):  # refused on the way: the fence was not even asked
         kube.set_replicas("llm", "qwen", 3, resource_version="7", uid="u", fence=fence)
     assert fence.asked == 0

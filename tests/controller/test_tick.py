@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from autoscaler.adapters.prometheus import PodMetrics, PrometheusUnavailable
 from autoscaler.config import ConfigWatcher
 from autoscaler.controller.loop import Controller, TargetOutcome
 from autoscaler.policy import MetricSample, PolicyState
-from tests.controller.fakes import FakeKube, FakePrometheus, stored
+from tests.controller.fakes import FakeKube, FakePrometheus, ScriptedFence, stored
 from tests.kube_api_server import deployment, hpa, node, pod
 
 NS, NAME = "llm", "qwen"
@@ -91,24 +91,13 @@ class Clock:
         return self.now
 
 
-class Fence:
-    """Leader election as the tick sees it: the time left, one answer per question (the last
-    one repeats); every question is counted."""
-
-    def __init__(self, *left: float) -> None:
-        self.left = list(left)
-        self.asked = 0
-
-    def time_left(self) -> float:
-        self.asked += 1
-        return self.left.pop(0) if len(self.left) > 1 else self.left[0]
 
 
-FOLLOWER = Fence(0.0)
+FOLLOWER = ScriptedFence(0.0)
 
 
 def controller(config: Path, kube: FakeKube, prometheus: FakePrometheus, *, dry_run: bool = False,
-               fence: Fence | None = None, clock: Clock | None = None) -> Controller:
+               fence: ScriptedFence | None = None, clock: Clock | None = None) -> Controller:
     return Controller(watcher=ConfigWatcher(config), kube=kube, prometheus_factory=lambda settings: prometheus,
                       dry_run=dry_run, clock=clock or Clock(), fence=fence)
 
@@ -310,7 +299,7 @@ def test_the_lease_lost_between_the_plan_and_the_patch_writes_nothing(
     kube.script("write_state", "100").script("set_replicas", True)
     # leading at the tick's start and at the plan; the event is recorded (the state write's
     # fence says yes); lost at the patch's fence; still lost when the state would be written
-    fence = Fence(5.0, 5.0, 5.0, 0.0)
+    fence = ScriptedFence(5.0, 5.0, 5.0, 0.0)
     c = controller(config, kube, prometheus, fence=fence)
     with capture_logs() as logs:
         outcome = one(c.tick())
@@ -436,7 +425,7 @@ def test_a_new_leader_reads_what_the_old_one_recorded(config: Path, kube: FakeKu
     """B follows while A scales 4 -> 3 (and records it). When B takes over it reads the state
     ConfigMap again before acting: it holds for the rest of the period instead of removing a
     second pod."""
-    fence = Fence(0.0)
+    fence = ScriptedFence(0.0)
     clock = Clock()
     b = controller(config, kube, prometheus, fence=fence, clock=clock)
     reads(kube, prometheus, cluster(4), fleet(4, IDLE))
