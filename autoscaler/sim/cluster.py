@@ -69,8 +69,12 @@ class Node:
 class Cluster:
     def __init__(self, profile: Profile, initial_replicas: int, max_pods: int, min_nodes: int = 0,
                  max_nodes: int = 1000, scrape_s: float = 15.0, rate_window_s: float = 60.0,
-                 warm_nodes: int | None = None) -> None:
+                 warm_nodes: int | None = None, seed: int = 0) -> None:
         self.p = profile
+        self.rng = np.random.default_rng(seed)  # every random draw of the fleet (start-up times, routing ties)
+        # requests a pod may hold (running + waiting at the pod); beyond it they wait at the router, as
+        # behind Knative's activator (containerConcurrency) or Ray Serve's handle (max_ongoing_requests)
+        self.pod_concurrency_limit: int | None = None
         self.engine = Engine(profile, max_pods)
         self.free_slots = list(range(max_pods - 1, -1, -1))
         self.pods: list[Pod] = []  # alive (not gone)
@@ -303,4 +307,10 @@ def water_fill(load: I, n: int) -> I:
 
 
 def _cat(a: Finished, b: Finished) -> Finished:
-    return Finished(*(np.concatenate((getattr(a, f), getattr(b, f))) for f in ("arrival", "ttft", "tpot", "wait", "out_tokens", "end")))
+    ins = None if a.in_tokens is None or b.in_tokens is None else np.concatenate((a.in_tokens, b.in_tokens))
+    def cat(f: str) -> F:
+        out: F = np.concatenate((getattr(a, f), getattr(b, f)))
+        return out
+
+    return Finished(arrival=cat("arrival"), ttft=cat("ttft"), tpot=cat("tpot"), wait=cat("wait"),
+                    out_tokens=cat("out_tokens").astype(np.int64), end=cat("end"), in_tokens=ins)

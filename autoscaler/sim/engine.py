@@ -62,11 +62,13 @@ class Finished:
     wait: F
     out_tokens: I
     end: F
+    in_tokens: I | None = None  # prompt tokens (a length-aware TTFT SLO needs them); None: unknown
 
     @staticmethod
     def empty() -> Finished:
         z = np.zeros(0)
-        return Finished(z, z, z, z, np.zeros(0, dtype=np.int64), z)
+        zi = np.zeros(0, dtype=np.int64)
+        return Finished(z, z, z, z, zi, z, zi)
 
 
 class Engine:
@@ -265,7 +267,7 @@ class Engine:
             tpot = np.where(outs > 1, (end - first) / np.maximum(outs - 1, 1), 0.0)
             arr = self.r_arr[done]
             fin = Finished(arrival=arr, ttft=first - arr, tpot=tpot, wait=self.r_wait[done],
-                           out_tokens=outs, end=end)
+                           out_tokens=outs, end=end, in_tokens=self.r_in[done])
             self.completed += np.bincount(self.r_slot[done], minlength=n)
             self._keep_running(~done)
         self._preempt_if_full()
@@ -372,6 +374,7 @@ class Engine:
         q = self._ovf.pop(slot, None) or ()  # the backlog behind the head, in queue order
         arr = np.concatenate([self.w_arr[wm]] + [c[2] for c in q] + [self.r_arr[rm]])
         outs = np.concatenate([self.w_out[wm]] + [c[1] for c in q] + [self.r_out[rm]])
+        ins = np.concatenate([self.w_in[wm]] + [c[0] for c in q] + [self.r_in[rm]]).astype(np.int64)
         self._ovf_total -= int(self.ovf_n[slot])
         self.ovf_n[slot] = 0
         if wm.any():
@@ -380,7 +383,8 @@ class Engine:
         if rm.any():
             self._keep_running(~rm)
         inf = np.full(arr.size, np.inf)
-        return Finished(arrival=arr, ttft=inf, tpot=inf, wait=inf, out_tokens=outs, end=np.full(arr.size, now))
+        return Finished(arrival=arr, ttft=inf, tpot=inf, wait=inf, out_tokens=outs, end=np.full(arr.size, now),
+                        in_tokens=ins)
 
     def slot_empty(self, slot: int) -> bool:
         return not (bool(self.ovf_n[slot]) or bool((self.w_slot == slot).any()) or bool((self.r_slot == slot).any()))
