@@ -69,7 +69,7 @@ class Profile:
         """TTFT of each prompt alone on an idle replica: non-GPU overhead, the prompt's prefill and
         the step that emits the first token. The reference of a length-aware TTFT SLO.
         Worked example (Qwen3-8B/H100 profile): 1,000 tokens -> 0.043 + 0.037 + 0.0071 = 0.087 s."""
-        out: npt.NDArray[np.float64] = self.ttft_overhead_s + n_in * self.prefill_per_token_s + self.decode_step_s(1, 0)
+        out = np.asarray(self.ttft_overhead_s + self.decode_step_s(1, 0) + n_in * self.prefill_per_token_s, dtype=np.float64)
         return out
 
     def work_lower_bound_s(self, n_in: npt.NDArray[np.int64], n_out: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
