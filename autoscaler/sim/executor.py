@@ -103,7 +103,7 @@ def _import_distributed(spec: str) -> ModuleType:
     try:
         return importlib.import_module("distributed")
     except ImportError:
-        raise ExecutorError(f"--executor {spec}: needs the `distributed` extra ({EXTRA_HINT})") from None
+        raise ExecutorError(f"--executor {spec}: needs the distributed extra ({EXTRA_HINT})") from None
 
 
 def _connect(spec: str, address: str, timeout_s: float) -> Any:

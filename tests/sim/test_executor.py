@@ -125,7 +125,7 @@ def test_a_missing_extra_names_the_extra_to_install(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(ExecutorError) as info, make_executor("dask://127.0.0.1:8786"):
         pass
-    assert str(info.value) == ("--executor dask://127.0.0.1:8786: needs the `distributed` extra "
+    assert str(info.value) == ("--executor dask://127.0.0.1:8786: needs the distributed extra "
                                "(pip install 'vllm-queue-autoscaler[distributed]')")
     assert isinstance(info.value, RuntimeError) and not isinstance(info.value, ValueError)
 
