@@ -3,7 +3,7 @@
 Each pod is served at `/pods/{namespace}/{pod}/metrics` (names outside `[A-Za-z0-9.-]`
 are encoded as `_xx` hex, `exporter.metrics_path()` gives the path) in vLLM's real
 exposition format (prometheus_client text format 0.0.4), modelled on
-/work/shared/vllm-metrics (V1 engine `vllm/v1/metrics/loggers.py` names, labels and HELP
+tests/data/vllm-metrics (V1 engine `vllm/v1/metrics/loggers.py` names, labels and HELP
 texts; the V0/0.7 `/metrics` sample from the AIBrix docs for the old layout):
 
 * gauges `vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`
