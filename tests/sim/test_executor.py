@@ -72,7 +72,6 @@ def _free_port() -> int:
 def test_a_sweep_gives_the_same_results_locally_and_on_a_dask_cluster() -> None:
     from distributed import LocalCluster
 
-    t0 = time.perf_counter()
     with make_executor("local", 2) as ex:  # before the cluster: the pool forks this process
         local = list(ex.map(simulate, JOBS))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -85,7 +84,6 @@ def test_a_sweep_gives_the_same_results_locally_and_on_a_dask_cluster() -> None:
     assert [_comparable(r) for r in remote] == [_comparable(r) for r in local]
     assert len({(r.policy, r.gpu_hours, r.requests) for r in local}) >= 4  # the jobs differ
     assert all(r.requests > 1000 for r in local)
-    assert time.perf_counter() - t0 < 60.0
 
 
 def test_the_local_spec_needs_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
