@@ -4,11 +4,19 @@ Loop, every `dt` (1 s by default): the cluster advances (nodes, pod lifecycle, d
 tick's arrivals are routed, every replica steps; Prometheus scrapes every 15 s; the policy
 decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with a ready fleet
 holding no requests yet, and nobody should act on those empty first seconds' metrics. The oracle
-reads no metrics (it knows the trace), so it plans from t = 0. After the slice ends, the fleet
-gets up to 10 minutes without new arrivals to finish what it holds (not billed, no decisions);
-what is left then counts as failed. GPU time is billed per pod from scheduling to removal, up to
-the end of the slice. Besides the totals, every run records the SLO misses per minute of
-arrival (`series["slo_missed"]`).
+reads no metrics (it knows the trace), so it plans from t = 0. After the
+slice ends, the fleet gets up to 10 minutes without new arrivals to finish what it holds (not
+billed, no decisions); what is left then counts as failed.
+
+GPU time, up to the end of the slice, two ways: `gpu_hours_pods` bills each pod's GPUs from
+scheduling to removal; `gpu_hours_nodes` bills each node's GPUs from the cluster-autoscaler's
+request to the node's removal (provisioning and the idle time before removal included), what a
+cloud bills. `gpu_hours` is `gpu_hours_pods` (kept for the readers of the old field).
+
+Randomness: `RunConfig.seed` seeds the fleet's one generator (`Cluster.rng`): start-up times
+(`RunConfig.startup`, autoscaler.sim.startup) are drawn from it; the trace has its own seed.
+Besides the totals, every run records the SLO misses per minute of arrival
+(`series["slo_missed"]`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from autoscaler.baselines.interface import Policy
 from autoscaler.sim.cluster import Cluster
 from autoscaler.sim.oracle import OraclePolicy
 from autoscaler.sim.profile import Profile
+from autoscaler.sim.startup import StartupMode
 from autoscaler.sim.stats import RequestStats, Slo
 from autoscaler.sim.traces import Trace
 
@@ -49,6 +58,11 @@ class RunResult:
     peak_replicas: int
     preemptions: int
     wall_s: float = 0.0
+    # None in results recorded before these fields existed
+    gpu_hours_pods: float | None = None  # = gpu_hours: pods from scheduling to removal
+    gpu_hours_nodes: float | None = None  # nodes from request to removal (idle time included)
+    seed: int | None = None  # RunConfig.seed
+    startup: str | None = None  # RunConfig.startup
     series: dict[str, list[float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -69,6 +83,8 @@ class RunConfig:
     slo: Slo = Slo()
     tail_s: float = 600.0
     warmup_s: float = 120.0  # no decisions while the fleet fills from empty (every policy but the oracle)
+    seed: int = 0  # the fleet's random draws (start-up times); same seed, same run
+    startup: StartupMode = "random"  # "fixed": the profile's model_load_s / node_provision_s exactly
 
 
 def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: float | None = None,
@@ -77,7 +93,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
 
     wall0 = _time.perf_counter()
     cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
-                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s)
+                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup)
     stats = RequestStats(cfg.slo, bin_s=SERIES_S)
     dt = cfg.dt
     n_ticks = int(math.ceil(trace.duration / dt))
@@ -193,6 +209,10 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         peak_replicas=int(max(peak, s_spec.max() if s_spec.size else 0)),
         preemptions=cl.engine.preemptions,
         wall_s=_time.perf_counter() - wall0,
+        gpu_hours_pods=gpu_s / 3600.0,
+        gpu_hours_nodes=cl.node_gpu_seconds(0.0, trace.duration) / 3600.0,
+        seed=cfg.seed,
+        startup=cfg.startup,
         series={"t_s": [i * SERIES_S for i in range(n_series)], "arrivals_per_s": list(s_arr / SERIES_S),
                 "waiting": list(s_wait), "running": list(s_run), "ready": list(s_ready), "spec": list(s_spec),
                 "slo_missed": [float(x) for x in missed]},
