@@ -94,7 +94,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
     wall0 = _time.perf_counter()
     cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
                  max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup)
-    stats = RequestStats(cfg.slo, bin_s=SERIES_S)
+    stats = RequestStats(cfg.slo, bin_s=SERIES_S, idle_ttft=profile.idle_ttft_s)
     dt = cfg.dt
     n_ticks = int(math.ceil(trace.duration / dt))
     n_series = int(math.ceil(trace.duration / SERIES_S))
