@@ -3,10 +3,11 @@
 Loop, every `dt` (1 s by default): the cluster advances (nodes, pod lifecycle, drains), the
 tick's arrivals are routed, every replica steps; Prometheus scrapes every 15 s; the policy
 decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with a ready fleet
-holding no requests yet, and nobody should act on those empty first seconds' metrics. The oracle
-reads no metrics (it knows the trace), so it plans from t = 0. After the
-slice ends, the fleet gets up to 10 minutes without new arrivals to finish what it holds (not
-billed, no decisions); what is left then counts as failed.
+holding no requests yet, and nobody should act on those empty first seconds' metrics. A policy
+that reads no metrics (the oracle: it knows the trace) plans from t = 0; optional policy hooks
+(`PolicyHooks`) also set a node floor and a per-pod concurrency limit. After the slice ends,
+the fleet gets up to 10 minutes without new arrivals to finish what it holds (not billed, no
+decisions); what is left then counts as failed.
 
 GPU time, up to the end of the slice, two ways: `gpu_hours_pods` bills each pod's GPUs from
 scheduling to removal; `gpu_hours_nodes` bills each node's GPUs from the cluster-autoscaler's
@@ -30,7 +31,6 @@ import numpy as np
 
 from autoscaler.baselines.interface import Policy
 from autoscaler.sim.cluster import Cluster
-from autoscaler.sim.oracle import OraclePolicy
 from autoscaler.sim.profile import Profile
 from autoscaler.sim.startup import StartupMode
 from autoscaler.sim.stats import RequestStats, Slo
@@ -82,9 +82,38 @@ class RunConfig:
     min_nodes: int = 0
     slo: Slo = Slo()
     tail_s: float = 600.0
-    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (every policy but the oracle)
+    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (policies that read metrics)
     seed: int = 0  # the fleet's random draws (start-up times); same seed, same run
     startup: StartupMode = "random"  # "fixed": the profile's model_load_s / node_provision_s exactly
+
+
+@dataclass(frozen=True)
+class PolicyHooks:
+    """What the runner takes from a policy besides `name`, `interval_s` and `decide`, each an
+    optional attribute (duck-typed):
+
+    * `node_floor(now) -> int`: nodes to keep (an offline planner that provisions ahead);
+    * `reads_metrics: bool`: False for a policy that plans from the trace, which decides from
+      t = 0 instead of after the warm-up; default True, except that a policy with a
+      `node_floor` and no `reads_metrics` is taken as such a planner (the oracle);
+    * `pod_concurrency_limit: int | None`: requests a pod may hold before the router queues
+      them (Knative containerConcurrency, Ray Serve max_ongoing_requests)."""
+
+    node_floor: Callable[[float], int] | None
+    reads_metrics: bool
+    pod_concurrency_limit: int | None
+
+
+def policy_hooks(policy: object) -> PolicyHooks:
+    """The optional hooks of `policy` (see PolicyHooks), checked."""
+    floor = getattr(policy, "node_floor", None)
+    if floor is not None and not callable(floor):
+        raise TypeError(f"{getattr(policy, 'name', policy)!r}: node_floor must be callable")
+    reads = getattr(policy, "reads_metrics", floor is None)
+    limit = getattr(policy, "pod_concurrency_limit", None)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{getattr(policy, 'name', policy)!r}: pod_concurrency_limit must be an int >= 1 or None, got {limit!r}")
+    return PolicyHooks(floor, bool(reads), limit)
 
 
 def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: float | None = None,
@@ -94,6 +123,8 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
     wall0 = _time.perf_counter()
     cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
                  max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup)
+    hooks = policy_hooks(policy)
+    cl.pod_concurrency_limit = hooks.pod_concurrency_limit
     stats = RequestStats(cfg.slo, bin_s=SERIES_S, idle_ttft=profile.idle_ttft_s)
     dt = cfg.dt
     n_ticks = int(math.ceil(trace.duration / dt))
@@ -112,14 +143,13 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
     next_scrape = 0.0
     next_decide = 0.0
     peak = cl.spec
-    oracle = policy if isinstance(policy, OraclePolicy) else None
     gpu_s = 0.0
     last_series = -1
     for i in range(n_ticks):
         t = i * dt
         t_end = t + dt
-        if oracle is not None:
-            cl.min_nodes = max(cfg.min_nodes, oracle.node_floor(t))
+        if hooks.node_floor is not None:
+            cl.min_nodes = max(cfg.min_nodes, hooks.node_floor(t))
         cl.advance(t)
         # arrivals of [t, t_end)
         while not exhausted and (pos >= cur_t.size or cur_t[-1] < t_end):
@@ -144,7 +174,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         if t >= next_scrape:
             cl.scrape(t)
             next_scrape += cfg.scrape_s
-        if t >= next_decide and (t >= cfg.warmup_s or oracle is not None):
+        if t >= next_decide and (t >= cfg.warmup_s or not hooks.reads_metrics):
             desired = policy.decide(cl.view(t), t)
             if desired != cl.spec:
                 cl.set_replicas(desired, t)
