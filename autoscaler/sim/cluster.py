@@ -2,19 +2,29 @@
 
 Pod lifecycle: created -> UNSCHEDULABLE while no ready node has a free GPU -> SCHEDULED
 (bound; container start, `container_start_s`) -> LOADING (model load) -> ready at
-`scheduled + model_load_s` -> draining when deleted (no new requests; it finishes its running
-and waiting requests within `drain_grace_s`, what is left then fails) -> gone.
+`scheduled + load_s` -> draining when deleted (no new requests; it finishes its running
+and waiting requests within `drain_grace_s`, what is left then fails) -> gone. Each new pod
+draws its `load_s` when created (autoscaler.sim.startup: measured spread around the profile's
+`model_load_s`; `startup="fixed"`: exactly `model_load_s`).
 
 Node pool (cluster-autoscaler): nodes of `gpus_per_node` GPUs, between `min_nodes` and
 `max_nodes`. Unschedulable pods that no node being provisioned will take ask for new nodes,
-ready after `node_provision_s`; a node without pods for `node_idle_remove_s` (cluster-
-autoscaler's --scale-down-unneeded-time, 10 min) is removed, so a later scale-up waits again.
+each ready after its own drawn provisioning time (around `node_provision_s`; fixed: exactly
+it); a node without pods for `node_idle_remove_s` (cluster-autoscaler's
+--scale-down-unneeded-time, 10 min, counted from when the node is ready) is removed, so a
+later scale-up waits again. Removed nodes stay in `removed_nodes` for billing.
+
+Randomness: `rng` (seeded) is the single source of every random draw of the fleet.
 
 Deletion order on scale-down is the ReplicaSet controller's (kubernetes pkg/controller/
 replicaset, `ActivePodsWithRanks`): unscheduled before scheduled, not ready before ready, and
 among ready pods the most recently ready first.
 
-Billing: a pod's GPUs are billed from scheduling to removal, loading and draining included.
+Billing, two ways: a pod's GPUs from scheduling to removal, loading and draining included
+(the runner's `gpu_hours_pods`); a node's GPUs (`gpus_per_node`) from the cluster-autoscaler's
+request to the node's removal, provisioning and the idle time before removal included
+(`node_gpu_seconds`, the runner's `gpu_hours_nodes`: what the cloud bills). The warm nodes of
+t = 0 were requested before the slice.
 
 Router: least outstanding requests (waiting + running) over ready, non-draining pods, as a
 water-fill per tick; requests wait at the router while no pod is ready.
@@ -33,6 +43,7 @@ from autoscaler.baselines.view import ClusterView, InFlightPod, PodMetrics
 from autoscaler.policy.types import PodStage
 from autoscaler.sim.engine import Engine, Finished
 from autoscaler.sim.profile import Profile
+from autoscaler.sim.startup import StartupMode, StartupTimes
 
 F = npt.NDArray[np.float64]
 I = npt.NDArray[np.int64]
@@ -48,6 +59,7 @@ class Pod:
     gone: float | None = None
     slot: int | None = None
     node: int | None = None
+    load_s: float = 0.0  # scheduled -> ready, drawn when the pod is created
     samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=64))  # (t, success counter)
     scraped: tuple[float, float, float, float] | None = None  # (t, waiting, running, kv)
 
@@ -61,17 +73,31 @@ class Pod:
 
 @dataclass
 class Node:
+    """A GPU node: asked for at `requested_at`, ready at `ready_at`, removed at `removed_at`
+    (None while it exists)."""
+
     ready_at: float
+    requested_at: float
     pods: int = 0
     idle_since: float | None = None
+    removed_at: float | None = None
+
+    def billed_s(self, t0: float, t1: float) -> float:
+        """Seconds of [t0, t1] this node existed (requested, not yet removed)."""
+        end = t1 if self.removed_at is None else min(self.removed_at, t1)
+        return max(0.0, end - max(self.requested_at, t0))
+
+
+WARM = -1e9  # request and ready time of the nodes and pods present before the slice
 
 
 class Cluster:
     def __init__(self, profile: Profile, initial_replicas: int, max_pods: int, min_nodes: int = 0,
                  max_nodes: int = 1000, scrape_s: float = 15.0, rate_window_s: float = 60.0,
-                 warm_nodes: int | None = None, seed: int = 0) -> None:
+                 warm_nodes: int | None = None, seed: int = 0, startup: StartupMode = "random") -> None:
         self.p = profile
         self.rng = np.random.default_rng(seed)  # every random draw of the fleet (start-up times, routing ties)
+        self.startup = StartupTimes(profile, startup, self.rng)
         # requests a pod may hold (running + waiting at the pod); beyond it they wait at the router, as
         # behind Knative's activator (containerConcurrency) or Ray Serve's handle (max_ongoing_requests)
         self.pod_concurrency_limit: int | None = None
@@ -80,6 +106,7 @@ class Cluster:
         self.pods: list[Pod] = []  # alive (not gone)
         self.gone: list[Pod] = []
         self.nodes: list[Node] = []
+        self.removed_nodes: list[Node] = []
         self.min_nodes = min_nodes
         self.max_nodes = max_nodes
         self.scrape_s = scrape_s
@@ -95,16 +122,16 @@ class Cluster:
         gpn = profile.gpus_per_node
         need = math.ceil(initial_replicas * profile.gpus_per_replica / gpn)
         for _ in range(max(need, min_nodes, warm_nodes or 0)):
-            self.nodes.append(Node(ready_at=-1e9))
-        for _ in range(initial_replicas):  # warm start: ready at t = 0
-            pod = self._new_pod(-profile.model_load_s)
+            self.nodes.append(Node(ready_at=WARM, requested_at=WARM))
+        for _ in range(initial_replicas):  # warm start: ready at t = 0, no draw
+            pod = self._new_pod(-profile.model_load_s, profile.model_load_s)
             self._bind(pod, -profile.model_load_s)
             self._make_ready(pod, 0.0)
 
     # ---------------------------------------------------------------- helpers
-    def _new_pod(self, now: float) -> Pod:
+    def _new_pod(self, now: float, load_s: float) -> Pod:
         self._counter += 1
-        pod = Pod(name=f"vllm-{self._counter}", created=now)
+        pod = Pod(name=f"vllm-{self._counter}", created=now, load_s=load_s)
         self.pods.append(pod)
         return pod
 
@@ -145,7 +172,7 @@ class Cluster:
         self.spec = n
         if n > len(active):
             for _ in range(n - len(active)):
-                pod = self._new_pod(now)
+                pod = self._new_pod(now, self.startup.pod_load_s())
                 self._bind(pod, now)
         elif n < len(active):
             def rank(p: Pod) -> tuple[int, float]:
@@ -176,19 +203,35 @@ class Cluster:
         self.pods.remove(pod)
         self.gone.append(pod)
 
+    def node_gpu_seconds(self, t0: float, t1: float) -> float:
+        """GPU-seconds of every node, present or removed, over [t0, t1]: `gpus_per_node` from its
+        request to its removal. Example: a node asked for at 100 s (ready at 400 s) whose only pod
+        goes at 1000 s is removed 600 s later: 1,500 s x gpus_per_node."""
+        nodes = self.nodes + self.removed_nodes
+        return sum(n.billed_s(t0, t1) for n in nodes) * self.p.gpus_per_node
+
+    def _remove_idle_nodes(self, now: float) -> None:
+        """cluster-autoscaler scale-down: nodes idle for `node_idle_remove_s` go (keep min_nodes)."""
+        for i in range(len(self.nodes) - 1, -1, -1):
+            n = self.nodes[i]
+            if (n.pods == 0 and n.idle_since is not None and now - n.idle_since >= self.p.node_idle_remove_s
+                    and len(self.nodes) > self.min_nodes):
+                n.removed_at = now
+                self.removed_nodes.append(self.nodes.pop(i))
+                for pod in self.pods:
+                    if pod.node is not None and pod.node > i:
+                        pod.node -= 1
+
+    def _request_node(self, now: float) -> None:
+        """cluster-autoscaler scale-up: one node, ready after its drawn provisioning time; its
+        idle clock starts when it is ready."""
+        ready = now + self.startup.node_provision_s()
+        self.nodes.append(Node(ready_at=ready, requested_at=now, idle_since=ready))
+
     # ---------------------------------------------------------------- time
     def advance(self, now: float) -> None:
         p = self.p
-        # nodes: remove idle ones past the delay (keep min_nodes)
-        if self.nodes:
-            for i in range(len(self.nodes) - 1, -1, -1):
-                n = self.nodes[i]
-                if (n.pods == 0 and n.idle_since is not None and now - n.idle_since >= p.node_idle_remove_s
-                        and len(self.nodes) > self.min_nodes):
-                    self.nodes.pop(i)
-                    for pod in self.pods:
-                        if pod.node is not None and pod.node > i:
-                            pod.node -= 1
+        self._remove_idle_nodes(now)
         unsched = [pod for pod in self.pods if pod.scheduled is None]
         for pod in unsched:
             self._bind(pod, now)
@@ -197,11 +240,11 @@ class Cluster:
             coming = sum(self._free_gpus_on(n) for n in self.nodes if n.ready_at > now)
             short = len(unsched) * p.gpus_per_replica - coming
             while short > 0 and len(self.nodes) < self.max_nodes:
-                self.nodes.append(Node(ready_at=now + p.node_provision_s, idle_since=now))
+                self._request_node(now)
                 short -= p.gpus_per_node
         for pod in list(self.pods):
-            if pod.ready is None and pod.scheduled is not None and now >= pod.scheduled + p.model_load_s:
-                self._make_ready(pod, pod.scheduled + p.model_load_s)
+            if pod.ready is None and pod.scheduled is not None and now >= pod.scheduled + pod.load_s:
+                self._make_ready(pod, pod.scheduled + pod.load_s)
             if pod.deleted is not None and pod.ready is not None and pod.slot is not None:
                 if self.engine.slot_empty(pod.slot):
                     self._remove(pod, now)

@@ -3,12 +3,21 @@
 Loop, every `dt` (1 s by default): the cluster advances (nodes, pod lifecycle, drains), the
 tick's arrivals are routed, every replica steps; Prometheus scrapes every 15 s; the policy
 decides every `interval_s`, from `warmup_s` (120 s) on: the slice starts with a ready fleet
-holding no requests yet, and nobody should act on those empty first seconds' metrics. The oracle
-reads no metrics (it knows the trace), so it plans from t = 0. After the slice ends, the fleet
-gets up to 10 minutes without new arrivals to finish what it holds (not billed, no decisions);
-what is left then counts as failed. GPU time is billed per pod from scheduling to removal, up to
-the end of the slice. Besides the totals, every run records the SLO misses per minute of
-arrival (`series["slo_missed"]`).
+holding no requests yet, and nobody should act on those empty first seconds' metrics. A policy
+that reads no metrics (the oracle: it knows the trace) plans from t = 0; optional policy hooks
+(`PolicyHooks`) also set a node floor and a per-pod concurrency limit. After the slice ends,
+the fleet gets up to 10 minutes without new arrivals to finish what it holds (not billed, no
+decisions); what is left then counts as failed.
+
+GPU time, up to the end of the slice, two ways: `gpu_hours_pods` bills each pod's GPUs from
+scheduling to removal; `gpu_hours_nodes` bills each node's GPUs from the cluster-autoscaler's
+request to the node's removal (provisioning and the idle time before removal included), what a
+cloud bills. `gpu_hours` is `gpu_hours_pods` (kept for the readers of the old field).
+
+Randomness: `RunConfig.seed` seeds the fleet's one generator (`Cluster.rng`): start-up times
+(`RunConfig.startup`, autoscaler.sim.startup) are drawn from it; the trace has its own seed.
+Besides the totals, every run records the SLO misses per minute of arrival
+(`series["slo_missed"]`).
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ import numpy as np
 
 from autoscaler.baselines.interface import Policy
 from autoscaler.sim.cluster import Cluster
-from autoscaler.sim.oracle import OraclePolicy
 from autoscaler.sim.profile import Profile
+from autoscaler.sim.startup import StartupMode
 from autoscaler.sim.stats import RequestStats, Slo
 from autoscaler.sim.traces import Trace
 
@@ -49,6 +58,11 @@ class RunResult:
     peak_replicas: int
     preemptions: int
     wall_s: float = 0.0
+    # None in results recorded before these fields existed
+    gpu_hours_pods: float | None = None  # = gpu_hours: pods from scheduling to removal
+    gpu_hours_nodes: float | None = None  # nodes from request to removal (idle time included)
+    seed: int | None = None  # RunConfig.seed
+    startup: str | None = None  # RunConfig.startup
     series: dict[str, list[float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -68,7 +82,38 @@ class RunConfig:
     min_nodes: int = 0
     slo: Slo = Slo()
     tail_s: float = 600.0
-    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (every policy but the oracle)
+    warmup_s: float = 120.0  # no decisions while the fleet fills from empty (policies that read metrics)
+    seed: int = 0  # the fleet's random draws (start-up times); same seed, same run
+    startup: StartupMode = "random"  # "fixed": the profile's model_load_s / node_provision_s exactly
+
+
+@dataclass(frozen=True)
+class PolicyHooks:
+    """What the runner takes from a policy besides `name`, `interval_s` and `decide`, each an
+    optional attribute (duck-typed):
+
+    * `node_floor(now) -> int`: nodes to keep (an offline planner that provisions ahead);
+    * `reads_metrics: bool`: False for a policy that plans from the trace, which decides from
+      t = 0 instead of after the warm-up; default True, except that a policy with a
+      `node_floor` and no `reads_metrics` is taken as such a planner (the oracle);
+    * `pod_concurrency_limit: int | None`: requests a pod may hold before the router queues
+      them (Knative containerConcurrency, Ray Serve max_ongoing_requests)."""
+
+    node_floor: Callable[[float], int] | None
+    reads_metrics: bool
+    pod_concurrency_limit: int | None
+
+
+def policy_hooks(policy: object) -> PolicyHooks:
+    """The optional hooks of `policy` (see PolicyHooks), checked."""
+    floor = getattr(policy, "node_floor", None)
+    if floor is not None and not callable(floor):
+        raise TypeError(f"{getattr(policy, 'name', policy)!r}: node_floor must be callable")
+    reads = getattr(policy, "reads_metrics", floor is None)
+    limit = getattr(policy, "pod_concurrency_limit", None)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{getattr(policy, 'name', policy)!r}: pod_concurrency_limit must be an int >= 1 or None, got {limit!r}")
+    return PolicyHooks(floor, bool(reads), limit)
 
 
 def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: float | None = None,
@@ -77,8 +122,10 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
 
     wall0 = _time.perf_counter()
     cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
-                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s)
-    stats = RequestStats(cfg.slo, bin_s=SERIES_S)
+                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup)
+    hooks = policy_hooks(policy)
+    cl.pod_concurrency_limit = hooks.pod_concurrency_limit
+    stats = RequestStats(cfg.slo, bin_s=SERIES_S, idle_ttft=profile.idle_ttft_s)
     dt = cfg.dt
     n_ticks = int(math.ceil(trace.duration / dt))
     n_series = int(math.ceil(trace.duration / SERIES_S))
@@ -96,14 +143,13 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
     next_scrape = 0.0
     next_decide = 0.0
     peak = cl.spec
-    oracle = policy if isinstance(policy, OraclePolicy) else None
     gpu_s = 0.0
     last_series = -1
     for i in range(n_ticks):
         t = i * dt
         t_end = t + dt
-        if oracle is not None:
-            cl.min_nodes = max(cfg.min_nodes, oracle.node_floor(t))
+        if hooks.node_floor is not None:
+            cl.min_nodes = max(cfg.min_nodes, hooks.node_floor(t))
         cl.advance(t)
         # arrivals of [t, t_end)
         while not exhausted and (pos >= cur_t.size or cur_t[-1] < t_end):
@@ -128,7 +174,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         if t >= next_scrape:
             cl.scrape(t)
             next_scrape += cfg.scrape_s
-        if t >= next_decide and (t >= cfg.warmup_s or oracle is not None):
+        if t >= next_decide and (t >= cfg.warmup_s or not hooks.reads_metrics):
             desired = policy.decide(cl.view(t), t)
             if desired != cl.spec:
                 cl.set_replicas(desired, t)
@@ -193,6 +239,10 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
         peak_replicas=int(max(peak, s_spec.max() if s_spec.size else 0)),
         preemptions=cl.engine.preemptions,
         wall_s=_time.perf_counter() - wall0,
+        gpu_hours_pods=gpu_s / 3600.0,
+        gpu_hours_nodes=cl.node_gpu_seconds(0.0, trace.duration) / 3600.0,
+        seed=cfg.seed,
+        startup=cfg.startup,
         series={"t_s": [i * SERIES_S for i in range(n_series)], "arrivals_per_s": list(s_arr / SERIES_S),
                 "waiting": list(s_wait), "running": list(s_run), "ready": list(s_ready), "spec": list(s_spec),
                 "slo_missed": [float(x) for x in missed]},
