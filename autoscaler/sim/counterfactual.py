@@ -213,7 +213,9 @@ SCOREBOARD_KEYS = ("slo_attainment", "ttft_p99_s", "gpu_hours", "scale_actions",
 
 def counterfactual(recording: Recording, recorded_policy: Any, candidates: list[Any], profile: Profile,
                    seed: int = 0) -> dict[str, Any]:
-    """Run the recorded policy and each candidate on the rebuilt demand; scoreboard + fidelity."""
+    """Run the recorded policy and each candidate on the rebuilt demand; scoreboard + fidelity.
+    Start-up times are the profile's fixed ones: the fidelity check compares with a recording
+    whose pods' lead times were what they were, not draws."""
     trace = RebuiltTrace(recording, seed=seed)
     first = recording.steps[0].spec or 1
 
@@ -222,7 +224,8 @@ def counterfactual(recording: Recording, recorded_policy: Any, candidates: list[
         lo = getattr(policy.params, "min_replicas", 1)
         hi = getattr(policy.params, "max_replicas", 100)
         cfg = RunConfig(min_replicas=lo, max_replicas=hi, initial_replicas=max(lo, min(hi, first)),
-                        warmup_s=0.0, scrape_s=min(15.0, recording.header.step_seconds))
+                        warmup_s=0.0, scrape_s=min(15.0, recording.header.step_seconds), seed=seed,
+                        startup="fixed")
         return run(trace, profile, sp, cfg)
 
     base = one(recorded_policy)

@@ -52,7 +52,7 @@ class SineTrace(Trace):
 def simulated() -> tuple[object, object]:
     profile = load_profile("qwen3-8b-h100")
     recorder = RecordingPolicy(HpaQueue(HpaParams(5.0, 1, 20)), (230.0, 220.0))
-    run(SineTrace(40), profile, recorder, RunConfig(warmup_s=0.0, max_replicas=20, initial_replicas=2))
+    run(SineTrace(40), profile, recorder, RunConfig(warmup_s=0.0, max_replicas=20, initial_replicas=2, startup="fixed"))
     return recorder.recording("llm", "qwen"), profile
 
 
