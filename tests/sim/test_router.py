@@ -66,7 +66,8 @@ def test_cluster_routing_ties_follow_the_cluster_seed() -> None:
     def routed(seed: int) -> list[int]:
         cl = Cluster(P, 4, max_pods=8, warm_nodes=4, seed=seed)
         cl.route(*_arrivals(2))  # 2 requests, 4 idle pods: a tie
-        return cl.engine.outstanding()[[p.slot for p in cl.ready_pods() if p.slot is not None]].tolist()
+        out: list[int] = cl.engine.outstanding()[[p.slot for p in cl.ready_pods() if p.slot is not None]].tolist()
+        return out
 
     assert routed(3) == routed(3)
     assert len({tuple(routed(s)) for s in range(10)}) > 1
