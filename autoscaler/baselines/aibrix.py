@@ -4,7 +4,9 @@ Sources: vllm-project/aibrix (main, 2025) pkg/controller/podautoscaler/algorithm
 (`computeTargetReplicas`), pkg/controller/podautoscaler/context/context.go
 (`NewBaseScalingContext`: max-scale-up-rate 2, max-scale-down-rate 2, up / down fluctuation
 tolerance 0.1, scale-up cooldown 0 s, scale-down cooldown 300 s), pkg/controller/podautoscaler/
-podautoscaler_controller.go (the cooldown windows: `stabilizeRecommendation` for KPA and APA),
+podautoscaler_controller.go (`DefaultResyncInterval` 10 s; the cooldown windows of KPA and APA,
+`stabilizedRecommendation`, whose behaviour the 2026 test `TestStabilizedRecommendationHoldsCooldownWindows`
+in predictive_status_test.go pins: a recent recommendation above the target holds a scale-down),
 and AIBrix's autoscaling samples for vLLM models, which scale on `gpu_cache_usage_perc` (the
 deepseek-r1-distill-llama-8b PodAutoscalers; `apa.autoscaling.aibrix.ai/window: 30s` in the
 APA sample).
@@ -13,11 +15,11 @@ As run here (the knob is the KV-cache usage target):
 
 * the metric: the mean KV-cache usage of the ready pods, averaged over the samples of the last
   30 s (the 15 s Prometheus scrapes here; AIBrix reads the pods' /metrics itself);
-* every 15 s, with r = metric / target and N the current (spec) replicas: r > 1 + 0.1 ->
+* every 10 s, with r = metric / target and N the current (spec) replicas: r > 1 + 0.1 ->
   min(ceil(N x r), ceil(2 x N)); r < 1 - 0.1 -> max(ceil(N x r), floor(N / 2)); else N;
 * the scale-down cooldown: a recommendation below N waits out 300 s - the highest recommendation
-  of the last 300 s wins (as the HPA's stabilization; a version of the controller took the lowest,
-  which would make the cooldown a no-op); scale-up has no cooldown; then [min, max].
+  of the last 300 s wins, as in the HPA (an earlier controller, e.g. commit 015a2e5, took the
+  lowest, which made the cooldown a no-op); scale-up has no cooldown; then [min, max].
 
 Example: 4 pods at KV 0.9, target 0.5: r = 1.8 -> min(ceil(7.2), 8) = 8.
 """
@@ -46,7 +48,7 @@ class AibrixApa:
     """AIBrix APA on the mean KV-cache usage per pod."""
 
     name = "aibrix-apa"
-    interval_s = 15.0
+    interval_s = 10.0  # DefaultResyncInterval
     pod_concurrency_limit: int | None = None
 
     def __init__(self, target: float = 0.5, min_replicas: int = 1, max_replicas: int = 100,
