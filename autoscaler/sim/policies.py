@@ -69,6 +69,9 @@ class _Registry(dict[str, PolicySpec]):
     def __iter__(self) -> Iterator[str]:
         return dict.__iter__(self)
 
+    def get(self, name: str, default: Any = None) -> Any:
+        return dict.get(self, canonical(name), default)
+
 
 POLICIES: dict[str, PolicySpec] = _Registry({
     "queue-lead": PolicySpec("target_running_per_replica", 96.0, _PER_POD,

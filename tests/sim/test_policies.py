@@ -114,3 +114,7 @@ def test_queue_lead_drives_the_decision_core() -> None:
                     (), 0, 0)
     assert q.decide(v, 100.0) == 4
     assert q.last is not None and q.last.reason.value == "scale_up_queue"
+
+
+def test_get_resolves_aliases_too() -> None:
+    assert POLICIES.get("static-peak") is POLICIES["static"] and POLICIES.get("nope") is None
