@@ -1,46 +1,78 @@
-"""AIBrix APA: a KV-cache usage target with a fluctuation tolerance and rate limits."""
+"""AIBrix APA: a KV-cache usage target with fluctuation tolerances, rate limits and a cooldown.
+
+Sources: vllm-project/aibrix (main, 2025) pkg/controller/podautoscaler/algorithm/apa.go
+(`computeTargetReplicas`), pkg/controller/podautoscaler/context/context.go
+(`NewBaseScalingContext`: max-scale-up-rate 2, max-scale-down-rate 2, up / down fluctuation
+tolerance 0.1, scale-up cooldown 0 s, scale-down cooldown 300 s), pkg/controller/podautoscaler/
+podautoscaler_controller.go (`DefaultResyncInterval` 10 s; the cooldown windows of KPA and APA,
+`stabilizedRecommendation`, whose behaviour the 2026 test `TestStabilizedRecommendationHoldsCooldownWindows`
+in predictive_status_test.go pins: a recent recommendation above the target holds a scale-down),
+and AIBrix's autoscaling samples for vLLM models, which scale on `gpu_cache_usage_perc` (the
+deepseek-r1-distill-llama-8b PodAutoscalers; `apa.autoscaling.aibrix.ai/window: 30s` in the
+APA sample).
+
+As run here (the knob is the KV-cache usage target):
+
+* the metric: the mean KV-cache usage of the ready pods, averaged over the samples of the last
+  30 s (the 15 s Prometheus scrapes here; AIBrix reads the pods' /metrics itself);
+* every 10 s, with r = metric / target and N the current (spec) replicas: r > 1 + 0.1 ->
+  min(ceil(N x r), ceil(2 x N)); r < 1 - 0.1 -> max(ceil(N x r), floor(N / 2)); else N;
+* the scale-down cooldown: a recommendation below N waits out 300 s - the highest recommendation
+  of the last 300 s wins, as in the HPA (an earlier controller, e.g. commit 015a2e5, took the
+  lowest, which made the cooldown a no-op); scale-up has no cooldown; then [min, max].
+
+Example: 4 pods at KV 0.9, target 0.5: r = 1.8 -> min(ceil(7.2), 8) = 8.
+"""
 
 from __future__ import annotations
 
 import math
 
 from autoscaler.baselines.view import ClusterView
+from autoscaler.baselines.window import TimeWindow
+
+
+def apa_replicas(current: int, usage: float, target: float, up_tolerance: float = 0.1,
+                 down_tolerance: float = 0.1, max_up_rate: float = 2.0, max_down_rate: float = 2.0) -> int:
+    """apa.go `computeTargetReplicas`. Worked examples: N 4, r 1.8 -> min(ceil(7.2), ceil(8)) = 8;
+    N 8, r 0.2 -> max(ceil(1.6), floor(4)) = 4; N 4, r 1.05 -> 4."""
+    r = usage / target
+    if r > 1 + up_tolerance:
+        return min(math.ceil(current * r - 1e-9), math.ceil(max_up_rate * current))
+    if r < 1 - down_tolerance:
+        return max(math.ceil(current * r - 1e-9), math.floor(current / max_down_rate))
+    return current
 
 
 class AibrixApa:
-    """AIBrix APA (vllm-project/aibrix pkg/controller/podautoscaler/algorithm/apa.go; defaults in
-    pkg/controller/podautoscaler/context/context.go NewBaseScalingContext): on the
-    mean per-pod metric over ready pods vs the target, hold within a 10 % fluctuation tolerance,
-    else go to ceil(ratio * ready), at most x2 up (max scale-up rate 2) and /2 down (max
-    scale-down rate 2); no scale-down within the 300 s scale-down delay after the last change.
-    Metric: `vllm:gpu_cache_usage_perc` (KV-cache usage, the metric of AIBrix's vLLM examples),
-    target 0.5; sync every 15 s. Example: 4 ready pods at KV 0.9: ratio 1.8 > 1.1, so
-    min(ceil(1.8 * 4), 2 * 4) = 8."""
+    """AIBrix APA on the mean KV-cache usage per pod."""
 
     name = "aibrix-apa"
-    interval_s = 15.0
+    interval_s = 10.0  # DefaultResyncInterval
+    pod_concurrency_limit: int | None = None
 
     def __init__(self, target: float = 0.5, min_replicas: int = 1, max_replicas: int = 100,
-                 tolerance: float = 0.1, cooldown_s: float = 300.0) -> None:
+                 tolerance: float = 0.1, window_s: float = 30.0, scale_down_cooldown_s: float = 300.0) -> None:
         self.target = target
         self.tol = tolerance
-        self.cooldown = cooldown_s
+        self.window_s = window_s
+        self.cooldown = scale_down_cooldown_s
         self.min_replicas, self.max_replicas = min_replicas, max_replicas
-        self.last_change = -1e18
+        self.metric = TimeWindow(window_s)
+        self.recommendations = TimeWindow(scale_down_cooldown_s)
 
     def decide(self, view: ClusterView, now: float) -> int:
         current = view.spec_replicas
         kv = [p.kv for p in view.ready if p.kv is not None]
         if not kv:
+            return current  # no pod reports yet: no recommendation
+        self.metric.add(now, sum(kv) / len(kv))
+        usage = self.metric.mean(now, self.window_s)
+        if usage is None:
             return current
-        ready = len(kv)
-        ratio = sum(kv) / ready / self.target
-        desired = current
-        if ratio > 1 + self.tol:
-            desired = max(current, min(math.ceil(2 * ready), math.ceil(ratio * ready - 1e-9)))
-        elif ratio < 1 - self.tol and now - self.last_change >= self.cooldown:
-            desired = min(current, max(math.floor(ready / 2), math.ceil(ratio * ready - 1e-9)))
-        desired = min(max(desired, self.min_replicas), self.max_replicas)
-        if desired != current:
-            self.last_change = now
-        return desired
+        recommendation = apa_replicas(current, usage, self.target, self.tol, self.tol)
+        self.recommendations.add(now, float(recommendation))
+        if recommendation < current:  # cooldown: the highest recommendation of the window
+            recommendation = int(self.recommendations.maximum(now, self.cooldown) or recommendation)
+            recommendation = min(recommendation, current)
+        return min(max(recommendation, self.min_replicas), self.max_replicas)

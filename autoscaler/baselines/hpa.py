@@ -1,5 +1,13 @@
-"""The `hpa-queue` baseline: a HorizontalPodAutoscaler (autoscaling/v2) with one `Pods` metric,
-`vllm:num_requests_waiting`, target type AverageValue (default 5), and the default behavior.
+"""The HPA baselines: a HorizontalPodAutoscaler (autoscaling/v2) with one `Pods` metric, target
+type AverageValue, and the default behavior:
+
+* `hpa` (simulator and replay): the per-pod sum `vllm:num_requests_waiting +
+  vllm:num_requests_running` (what a prometheus-adapter rule `sum by (pod) (waiting + running)`
+  serves), the metric that rises before a replica saturates;
+* `hpa-queue` (the replay's original baseline, kept for its recordings): `vllm:num_requests_waiting`
+  alone, which stays 0 until a replica is saturated.
+
+(The simulator's `hpa-waiting`, production-stack's Object-metric example, is `hpa_waiting.py`.)
 Pure: `hpa_decide(params, observation, state, now) -> (decision, new_state)`; `HpaQueue` drives
 it, one sync per tick, for the simulator and the replay alike.
 
@@ -35,9 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from autoscaler.baselines.interface import ObservationAdapter, Outcome
-from autoscaler.policy.types import Observation, PodStage
+from autoscaler.policy.types import Observation, PodStage, ReadyPod
 
 HPA_BASELINE_NAME = "hpa-queue"
+# baseline name -> the per-pod gauges its Pods metric sums
+HPA_METRICS: dict[str, tuple[str, ...]] = {"hpa-queue": ("waiting",), "hpa": ("waiting", "running")}
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class HpaParams:
     scale_up_policies: tuple[ScalingPolicy, ...] = (ScalingPolicy("Percent", 100, 15), ScalingPolicy("Pods", 4, 15))
     scale_down_policies: tuple[ScalingPolicy, ...] = (ScalingPolicy("Percent", 100, 15),)
     gpus_per_replica: int = 1
+    metric: tuple[str, ...] = ("waiting",)  # the per-pod gauges summed into the Pods metric
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ class HpaDecision:
     current_replicas: int
     reason: str  # scale_up / scale_down / hold_* (see below)
     metric_replicas: int | None = None
-    usage: float | None = None  # average waiting per pod the HPA saw
+    usage: float | None = None  # average metric per pod the HPA saw
     limit: str | None = None  # ScaleUpLimit | ScaleDownLimit | TooManyReplicas | TooFewReplicas
     values: dict[str, float | int | None] = field(default_factory=dict)
 
@@ -89,6 +100,18 @@ def _usage_ratio(metrics: dict[str, int], target_milli: int) -> tuple[float, int
     return usage / target_milli, usage
 
 
+def pod_metric(gauges: tuple[str, ...], pod: ReadyPod) -> float | None:
+    """The pod's Pods-metric value: the sum of its scraped `gauges` ("waiting", "running"), None
+    when one is missing or not finite (the adapter then serves no value for the pod)."""
+    total = 0.0
+    for g in gauges:
+        sample = pod.waiting if g == "waiting" else pod.running if g == "running" else pod.kv_cache_usage
+        if sample is None or not math.isfinite(sample.value):
+            return None
+        total += sample.value
+    return total
+
+
 def metric_replicas(params: HpaParams, observation: Observation) -> tuple[int | None, float | None]:
     """The replica count the one metric proposes (None: the metric is unusable -> no scaling)."""
     current = observation.spec_replicas
@@ -98,11 +121,11 @@ def metric_replicas(params: HpaParams, observation: Observation) -> tuple[int | 
     unready: list[str] = []
     ready_count = 0
     for p in observation.ready_pods:
-        w = p.waiting
-        if w is None or not math.isfinite(w.value):
+        value = pod_metric(params.metric, p)
+        if value is None:
             missing.append(p.name)
             continue
-        metrics[p.name] = _milli(w.value)
+        metrics[p.name] = _milli(value)
         ready_count += 1
     for f in observation.pods_in_flight:
         if f.stage in (PodStage.UNSCHEDULABLE, PodStage.SCHEDULED):
@@ -135,6 +158,32 @@ def metric_replicas(params: HpaParams, observation: Observation) -> tuple[int | 
     return new, usage / 1000
 
 
+def object_value_replicas(current: int, usage: float, target: float, ready_pods: int, tolerance: float) -> int:
+    """An Object metric with a `Value` target (replica_calculator.go `GetObjectMetricReplicas`,
+    `getUsageRatioReplicaCount`): ratio = usage / target (milli-units); within tolerance the
+    current replicas, else ceil(ratio x ready pods) (from 0 replicas: ceil(ratio)). Worked
+    example: 6 waiting in the namespace, target 1, 2 ready pods: ratio 6 -> ceil(6 x 2) = 12."""
+    ratio = _milli(usage) / _milli(target)
+    if current == 0:
+        return math.ceil(ratio)
+    if abs(1.0 - ratio) <= tolerance:
+        return current
+    return math.ceil(ratio * ready_pods)
+
+
+def external_average_value_replicas(status_replicas: int, usage: float, target_per_pod: float,
+                                    tolerance: float) -> tuple[int, float]:
+    """An External metric with an `AverageValue` target (replica_calculator.go
+    `GetExternalPerPodMetricReplicas`): ratio = usage / (target x status replicas); outside the
+    tolerance ceil(usage / target), else the status replicas; also the usage per pod. Worked
+    example: 3 pods, usage 400, target 78: 400 / 234 = 1.71 -> ceil(400 / 78) = 6."""
+    u, t = _milli(usage), _milli(target_per_pod)
+    replicas = status_replicas
+    if status_replicas == 0 or abs(1.0 - u / (t * status_replicas)) > tolerance:
+        replicas = math.ceil(u / t)
+    return replicas, usage / max(status_replicas, 1)
+
+
 def _change_in_period(events: tuple[tuple[float, int], ...], period: int, now: float) -> int:
     cutoff = now - period
     return sum(n for t, n in events if t > cutoff)
@@ -165,7 +214,7 @@ def _scale_down_limit(current: int, state: HpaState, params: HpaParams, now: flo
 def hpa_decide(
     params: HpaParams, observation: Observation, state: HpaState, now: float
 ) -> tuple[HpaDecision, HpaState]:
-    """One HPA sync of the `Pods` metric `vllm:num_requests_waiting` (`metric_replicas`)."""
+    """One HPA sync of the `Pods` metric (`params.metric` summed per pod, `metric_replicas`)."""
     return hpa_sync(params, observation.spec_replicas, lambda: metric_replicas(params, observation), state, now)
 
 
@@ -262,12 +311,13 @@ def _prune(events: tuple[tuple[float, int], ...], policies: tuple[ScalingPolicy,
 
 
 def parse_baseline(spec: str) -> HpaParams | None:
-    """`hpa-queue` or `hpa-queue:target=5,min=1,max=10` -> HpaParams; None if not a baseline name.
+    """`hpa-queue`, `hpa` or `hpa:target=78,min=1,max=10` -> HpaParams (metric: waiting for
+    `hpa-queue`, waiting + running for `hpa`); None if not a baseline name.
     Raises ValueError on a bad option."""
     name, _, opts = spec.partition(":")
-    if name != HPA_BASELINE_NAME:
+    if name not in HPA_METRICS:
         return None
-    kw: dict[str, float | int] = {}
+    kw: dict[str, float | int | tuple[str, ...]] = {"metric": HPA_METRICS[name]}
     keys = {"target": ("target_average_value", float), "min": ("min_replicas", int), "max": ("max_replicas", int),
             "tolerance": ("tolerance", float), "down_window": ("scale_down_window_seconds", int),
             "gpus_per_replica": ("gpus_per_replica", int)}
@@ -287,19 +337,20 @@ def parse_baseline(spec: str) -> HpaParams | None:
 
 
 class HpaQueue(ObservationAdapter[HpaParams, HpaState, HpaDecision]):
-    """HPA v2 on a Pods metric `vllm:num_requests_waiting` (prometheus-adapter), target
-    AverageValue 5, default behavior, tolerance 10 %, sync every 15 s: `hpa_decide` fed what the
-    live loop would observe, keeping its `HpaState` across syncs and the last `HpaDecision`.
+    """HPA v2 on a Pods metric (prometheus-adapter): `vllm:num_requests_waiting` (`hpa-queue`) or
+    waiting + running (`hpa`, `params.metric`), target AverageValue, default behavior, tolerance
+    10 %, sync every 15 s: `hpa_decide` fed what the live loop would observe, keeping its
+    `HpaState` across syncs and the last `HpaDecision`.
 
     Pending pods (unschedulable, container creating) count as 0 on a scale-up; pods without a
     sample (loading, or ready but not yet scraped) are "missing": 0 on a scale-up, the target on
     a scale-down, and a change of direction holds. Example: 2 ready pods waiting 12 and 8,
     target 5: ratio 2.0, ceil(2.0 * 2) = 4 replicas."""
 
-    needs: tuple[str, ...] = ("waiting",)
-
     def __init__(self, params: HpaParams, name: str = HPA_BASELINE_NAME) -> None:
         super().__init__(name, params, HpaState(), 15.0, params.gpus_per_replica)
+        self.needs = params.metric
+        self.pod_concurrency_limit: int | None = None  # the HPA caps nothing per pod
 
     def __call__(self, observation: Observation, now: float) -> Outcome:
         decision, self.state = hpa_decide(self.params, observation, self.state, now)

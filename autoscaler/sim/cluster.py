@@ -254,6 +254,12 @@ class Cluster:
                     self._remove(pod, now)
 
     def route(self, arrival: F, n_in: I, n_out: I) -> None:
+        """Route the tick's arrivals after the requests already waiting at the router (FIFO):
+        least outstanding first (`autoscaler.sim.router.water_fill`, ties broken with `self.rng`);
+        with `pod_concurrency_limit` set, no ready pod gets above it and the rest keep waiting
+        here (`router.admit`), to go out as pods free up on later ticks."""
+        from autoscaler.sim.router import admit  # (imported here: this method is the router's seam)
+
         if self.pending_t.size:
             arrival = np.concatenate((self.pending_t, arrival))
             n_in = np.concatenate((self.pending_in, n_in))
@@ -263,19 +269,17 @@ class Cluster:
         if self._routable is None:  # ready, non-draining slots; rebuilt when a pod changes state
             self._routable = np.array([p.slot for p in self.ready_pods() if p.slot is not None], dtype=np.int64)
         slots = self._routable
-        if slots.size == 0:
-            self.pending_t, self.pending_in, self.pending_out = arrival, n_in, n_out
-            return
-        self.pending_t = np.zeros(0)
-        self.pending_in = np.zeros(0, dtype=np.int64)
-        self.pending_out = np.zeros(0, dtype=np.int64)
         load = self.engine.outstanding()[slots]
-        counts = water_fill(load, arrival.size)
+        go = admit(load, arrival.size, self.pod_concurrency_limit) if slots.size else 0
+        self.pending_t, self.pending_in, self.pending_out = arrival[go:], n_in[go:], n_out[go:]
+        if go == 0:
+            return
+        counts = water_fill(load, go, self.rng, self.pod_concurrency_limit)
         # interleave: the k-th request of each replica in arrival order
         target = np.repeat(slots, counts)
         key = np.arange(target.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         order = np.lexsort((target, key))
-        self.engine.enqueue(target[order], arrival, n_in, n_out)
+        self.engine.enqueue(target[order], arrival[:go], n_in[:go], n_out[:go])
 
     # ---------------------------------------------------------------- metrics
     def scrape(self, now: float) -> None:
@@ -321,32 +325,12 @@ class Cluster:
         return ClusterView(self.spec, tuple(ready), tuple(flight), self.free_gpus(now), int(self.pending_t.size))
 
 
-def water_fill(load: I, n: int) -> I:
-    """How many of n new requests each replica gets when each goes to the replica with the
-    fewest outstanding requests (ties: the emptier one first). Worked example: loads [5, 2, 3],
-    4 new: 2 -> 3, then 3 and 3 -> 4 and 4, then the fourth lifts one of them to 5: [0, 3, 1]
-    (loads 5, 5, 4)."""
-    k = load.size
-    if n <= 0 or k == 0:
-        return np.zeros(k, dtype=np.int64)
-    order = np.argsort(load, kind="stable")
-    ls = load[order].astype(np.int64)
-    cs = np.cumsum(ls)
-    # cost to lift the lowest j+1 replicas to level ls[j]
-    lift = np.arange(1, k + 1) * ls - cs
-    j = int(np.searchsorted(lift, n, side="left"))  # first j where lift >= n
-    m = max(j, 1)  # replicas that take part
-    level, extra = divmod(n + int(cs[m - 1]), m)
-    give = np.zeros(k, dtype=np.int64)
-    give[:m] = level - ls[:m]
-    give[:extra] += 1
-    counts = np.zeros(k, dtype=np.int64)
-    counts[order] = np.maximum(give, 0)
-    # rounding guard: exactly n
-    diff = n - int(counts.sum())
-    if diff:
-        counts[order[0]] += diff
-    return counts
+def water_fill(load: I, n: int, rng: np.random.Generator | None = None, limit: int | None = None) -> I:
+    """How many of n new requests each replica gets, least outstanding first: see
+    `autoscaler.sim.router.water_fill` (worked example there: loads [5, 2, 3], 4 new -> [0, 3, 1])."""
+    from autoscaler.sim import router
+
+    return router.water_fill(load, n, rng, limit)
 
 
 def _cat(a: Finished, b: Finished) -> Finished:

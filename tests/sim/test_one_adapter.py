@@ -57,7 +57,8 @@ def recording() -> Recording:
 
 @pytest.mark.parametrize(("replay_spec", "sim_name", "knob"), [
     ("queue-lead", "queue-lead", None),
-    ("hpa-queue:target=4,min=1,max=6", "hpa-queue", 4.0),
+    ("hpa:target=4,min=1,max=6", "hpa", 4.0),  # the HPA on waiting + running, by either name
+    ("hpa:target=4,min=1,max=6", "hpa-queue", 4.0),  # the simulator's old name resolves to `hpa`
 ])
 def test_replay_and_simulator_decide_alike(recording: Recording, replay_spec: str, sim_name: str,
                                            knob: float | None) -> None:
@@ -65,7 +66,8 @@ def test_replay_and_simulator_decide_alike(recording: Recording, replay_spec: st
         replayed: Any = QueueLead(PolicyParams(max_replicas=6), name="config.yaml")
     else:
         replayed = load_policy(replay_spec, "llm", "qwen")
-    simulated: Any = make_policy(sim_name, knob, 1, 6)
+    # (queue-lead at the KV target's default: the config's PolicyParams, no batch target set)
+    simulated: Any = make_policy(sim_name, knob, 1, 6, queue_lead_knob="target_kv_cache_usage_ratio")
     assert type(simulated) is type(replayed) and simulated.params == replayed.params
 
     ticks = replay(recording, replayed, free_gpus=FREE_GPUS).ticks

@@ -1,0 +1,35 @@
+"""AIBrix APA: ratio to the KV target, 10 % tolerances, x2 / half per decision, 300 s cooldown."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.baselines.aibrix import AibrixApa, apa_replicas
+from tests.baselines.fleet import pods, view
+
+
+@pytest.mark.parametrize(("current", "usage", "target", "expected"), [
+    (4, 0.9, 0.5, 8),    # r 1.8 > 1.1: min(ceil(4 x 1.8) = 8, ceil(2 x 4) = 8)
+    (4, 0.9, 0.3, 8),    # r 3.0: ceil(12) capped at 2 x 4 = 8
+    (4, 0.54, 0.5, 4),   # r 1.08 <= 1.1: hold
+    (4, 0.46, 0.5, 4),   # r 0.92 >= 0.9: hold
+    (8, 0.1, 0.5, 4),    # r 0.2 < 0.9: max(ceil(1.6) = 2, floor(8 / 2) = 4)
+    (8, 0.4, 0.5, 7),    # r 0.8: max(ceil(6.4) = 7, 4)
+])
+def test_apa_rule(current: int, usage: float, target: float, expected: int) -> None:
+    assert apa_replicas(current, usage, target) == expected
+
+
+def test_scale_down_waits_out_the_cooldown() -> None:
+    # t = 0: 4 pods at KV 0.9 -> 8. Then 8 pods at KV 0.1, every 15 s: t = 15 the 30 s window
+    # still averages (0.9 + 0.1) / 2 = 0.5 -> r 1 -> hold; from t = 30, r 0.2 recommends 4, but
+    # the highest recommendation of the last 300 s is 8 (t = 0 and t = 15) until t = 315
+    a = AibrixApa(0.5)
+    assert a.decide(view(4, pods(4, kv=0.9)), 0.0) == 8
+    low = view(8, pods(8, kv=0.1))
+    out = {t: a.decide(low, float(t)) for t in range(15, 331, 15)}
+    assert out[15] == 8 and out[30] == 8 and out[300] == 8 and out[315] == 4
+
+
+def test_no_pod_reporting_holds() -> None:
+    assert AibrixApa(0.5).decide(view(3, pods(2, waiting=None)), 0.0) == 3
