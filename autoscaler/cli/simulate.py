@@ -222,7 +222,6 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
     named = sc.name in protocol.evaluation or sc.name.startswith("tuning-")
     preregistered = not exploratory and named and tuple(seeds) == protocol.seeds
     console = _console()
-    console.print(_describe(prep))
     total = len(seeds) * sum(len(g) for g in grids.values())
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
@@ -233,9 +232,11 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
             fail(str(exc))
     meta = {"trace": prep.trace.describe(), "profile": prep.profile.name, "dt_s": sc.dt,
             "peak_need_seed0": prep.peak_need, "max_replicas": sc.max_replicas, "min_replicas": sc.min_replicas,
-            "input_scale": sc.input_scale, "wall_s_total": sum(o.wall_s for o in out.outcomes)}
+            "input_scale": sc.input_scale, "wall_s_total": sum(o.wall_s for o in out.outcomes),
+            "requests_per_seed": {str(o.seed): o.requests for o in out.outcomes}}
     doc = sweep_document(sc, protocol, grids, seeds, out, protocol.knobs, preregistered, meta)
     md = sweep_markdown(doc)
+    console.print(_describe(prep))
     console.print(md)
     _write(json_out, lambda tmp: tmp.write_text(json.dumps(doc, indent=1)))
     _write(md_out, lambda tmp: tmp.write_text(md))
