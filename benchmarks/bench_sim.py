@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--policy", default="queue-lead")
     ap.add_argument("--peak", type=int, default=30)
     ap.add_argument("--dt", type=float, default=1.0)
-    ap.add_argument("--trace", default=str((ROOT / ".." / "shared" / "traces" / "servegen" / "m-mid").resolve()))
+    ap.add_argument("--trace", default=str(ROOT / "simulations" / "data" / "traces" / "servegen" / "m-mid"))
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_sim.json"))
     a = ap.parse_args()
