@@ -52,7 +52,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     """Simulate a vLLM fleet on a real trace under each policy and print the scoreboard."""
     from dataclasses import replace
 
-    from autoscaler.sim.experiment import Scenario, known_policies, known_policy, prepare
+    from autoscaler.sim.experiment import Scenario, known_policies, known_policy, prepared_for
 
     if not scenario and not trace_path:
         raise click.UsageError("give --trace or --scenario")
@@ -78,7 +78,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     grids = _parse_knobs(knob_grids)
     try:
         sc = replace(sc, **over)  # type: ignore[arg-type]
-        prep = prepare(sc)
+        prep = prepared_for(sc, sc.seed)  # kept: a sweep's forked workers start with it
     except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
         fail(str(exc))
     if sweep:

@@ -36,6 +36,13 @@ the k largest w_i among window-contained requests,
 Every W gives a valid bound, so max_W B_W(k) is one too. GPU-hours = replica-seconds x
 gpus_per_replica / 3600; node GPU-hours >= pod GPU-hours >= this bound.
 
+In the simulator. The engine accounts a replica's work per tick of `dt` (at most dt of it a
+tick) and starts a prefill no earlier than the request's arrival; windows whose length is a
+whole number of ticks are unions of ticks, so the argument holds tick by tick. Only such
+windows are used (`tick_s`), plus the whole slice. The bound is loose where batching is: w_i
+charges a decode step's base cost shared by a full batch of `max_num_seqs`, which no TPOT
+target forces a fleet to reach; it is a floor no schedule can beat, not an estimate of cost.
+
 Across seeds, and for means. Each seed s has its own arrivals (rate scaling and ServeGen draw
 them), so its own bound B_s(k). `bound_curve` evaluates, on a fixed attainment grid A_j,
 L_j = min_s B_s(floor((1 - A_j) N_s)); B_s is nondecreasing in a, so the step function
@@ -90,13 +97,21 @@ def window_bound(arrival: F, deadline: F, work: F, horizon_s: float, window_s: f
 
 
 def replica_seconds_bound(arrival: F, deadline: F, work: F, horizon_s: float, min_replicas: int, ks: I,
-                          windows_s: Iterable[float] = WINDOWS_S) -> F:
-    """max over W (the given windows and the whole slice) of B_W(k), replica-seconds, per k."""
-    sizes = sorted({w for w in windows_s if 0.0 < w < horizon_s} | {horizon_s})
+                          windows_s: Iterable[float] = WINDOWS_S, tick_s: float | None = None) -> F:
+    """max over W (the given windows that are whole ticks, and the whole slice) of B_W(k),
+    replica-seconds, per k."""
+    sizes = sorted({w for w in windows_s if 0.0 < w < horizon_s and _whole_ticks(w, tick_s)} | {horizon_s})
     best = np.zeros(ks.size)
     for w in sizes:
         best = np.maximum(best, window_bound(arrival, deadline, work, horizon_s, w, min_replicas, ks))
     return best
+
+
+def _whole_ticks(window_s: float, tick_s: float | None) -> bool:
+    if tick_s is None:
+        return True
+    n = window_s / tick_s
+    return abs(n - round(n)) < 1e-9 * max(1.0, n)
 
 
 def attainment_grid() -> F:
@@ -110,12 +125,12 @@ def allowed_misses(grid: F, n_requests: int) -> I:
 
 
 def seed_bound(arrival: F, n_out: I, work: F, ttft_bound_s: F, tpot_s: float, horizon_s: float,
-               min_replicas: int, gpus_per_replica: int, grid: F | None = None) -> F:
+               min_replicas: int, gpus_per_replica: int, grid: F | None = None, tick_s: float | None = None) -> F:
     """One seed's bound in GPU-hours at every attainment of `grid` (default `attainment_grid()`)."""
     g = attainment_grid() if grid is None else grid
     d = deadlines(arrival, n_out, ttft_bound_s, tpot_s)
     ks = allowed_misses(g, arrival.size)
-    rs = replica_seconds_bound(arrival, d, work, horizon_s, min_replicas, ks)
+    rs = replica_seconds_bound(arrival, d, work, horizon_s, min_replicas, ks, tick_s=tick_s)
     out: F = rs * gpus_per_replica / 3600.0
     return out
 

@@ -483,7 +483,7 @@ def bound_of(prep: Prepared) -> npt.NDArray[np.float64]:
     p = prep.profile
     ttft = prep.scenario.slo.ttft_bound_s(p.idle_ttft_s(n_in))
     return seed_bound(arrival, n_out, p.work_lower_bound_s(n_in, n_out), ttft, prep.scenario.slo.tpot_s,
-                      prep.trace.duration, prep.scenario.min_replicas, p.gpus_per_replica)
+                      prep.trace.duration, prep.scenario.min_replicas, p.gpus_per_replica, tick_s=prep.scenario.dt)
 
 
 def sweep_jobs(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence[int]) -> list[Job]:

@@ -126,3 +126,10 @@ def test_published_results_never_beat_the_bound() -> None:
             for p in entry["points"]:
                 att, nodes = p["slo_attainment"]["mean"], p["gpu_hours_nodes"]["mean"]
                 assert curve.at(att) <= nodes + 1e-9, (doc["scenario"], name, p["knob"])
+
+
+def test_only_windows_of_whole_ticks_are_used() -> None:
+    # with a 3 s tick, 10 s windows would cut ticks: only the whole slice (20 s) remains
+    ks = np.array([0])
+    assert replica_seconds_bound(ARR, DL, WORK, 20.0, 1, ks, windows_s=(10.0,), tick_s=3.0).tolist() == [20.0]
+    assert replica_seconds_bound(ARR, DL, WORK, 20.0, 1, ks, windows_s=(10.0,), tick_s=2.0).tolist() == [22.0]
