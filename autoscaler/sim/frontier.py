@@ -14,8 +14,10 @@ Definitions (docs/benchmark.md):
   of attainment, per grid point).
 * **Its 95 % interval.** Per seed s, the same cost_at on the envelope of that seed's own points,
   c_s. With n seeds, h = t(0.975, n - 1) x sd(c_1..c_n) / sqrt(n) (sample sd, Student t); the
-  interval is [value - h, value + h], centred on the published value. None when any seed's
-  envelope does not reach t (or n < 2).
+  interval is [value - h, value + h], centred on the published value (its low end clipped at 0).
+  None when any seed's envelope does not reach t (or n < 2).
+* **Points.** Mean and Student-t interval over seeds, clipped to the quantity's range
+  (attainment within [0, 1], GPU-hours and scale actions >= 0).
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ def half_width(values: Sequence[float]) -> float | None:
     return t975(n - 1) * sd / math.sqrt(n)
 
 
-def mean_ci(values: Sequence[float]) -> dict[str, float | list[float] | None]:
-    """{mean, ci95: [lo, hi] or None} of per-seed values."""
+def mean_ci(values: Sequence[float], lo: float = -math.inf,
+            hi: float = math.inf) -> dict[str, float | list[float] | None]:
+    """{mean, ci95: [low, high] or None} of per-seed values; the interval is clipped to the
+    quantity's range [lo, hi] (an attainment interval never passes 100 %)."""
     m = sum(values) / len(values)
     h = half_width(values)
-    return {"mean": m, "ci95": None if h is None else [m - h, m + h]}
+    return {"mean": m, "ci95": None if h is None else [max(m - h, lo), min(m + h, hi)]}
 
 
 def envelope(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -84,4 +88,4 @@ def cost_at_with_ci(mean_points: Sequence[tuple[float, float]], seed_points: Seq
     if any(c is None for c in per_seed):
         return {"mean": value, "ci95": None}
     h = half_width([c for c in per_seed if c is not None])
-    return {"mean": value, "ci95": None if h is None else [value - h, value + h]}
+    return {"mean": value, "ci95": None if h is None else [max(value - h, 0.0), value + h]}

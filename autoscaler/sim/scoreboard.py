@@ -26,7 +26,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("direction_flips_10min", "flips<10m"),
     ("peak_replicas", "peak"),
 )
-METRICS: tuple[str, ...] = ("slo_attainment", "gpu_hours_nodes", "gpu_hours_pods", "scale_actions")
+METRICS: dict[str, tuple[float, float]] = {  # each with its range (intervals are clipped to it)
+    "slo_attainment": (0.0, 1.0), "gpu_hours_nodes": (0.0, math.inf), "gpu_hours_pods": (0.0, math.inf),
+    "scale_actions": (0.0, math.inf)}
 
 
 def _fmt(key: str, v: Any) -> str:
@@ -105,8 +107,8 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
     for k in grid:
         runs = sorted((o for o in mine if o.knob == k), key=lambda o: o.seed)
         point: dict[str, Any] = {"knob": k, "seeds": [o.seed for o in runs]}
-        for metric in METRICS:
-            point[metric] = mean_ci([float(getattr(o, metric)) for o in runs])
+        for metric, (lo, hi) in METRICS.items():
+            point[metric] = mean_ci([float(getattr(o, metric)) for o in runs], lo, hi)
         points.append(point)
         mean_pts.append((point["gpu_hours_nodes"]["mean"], point["slo_attainment"]["mean"]))
         for o in runs:

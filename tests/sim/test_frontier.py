@@ -54,3 +54,10 @@ def test_no_interval_when_a_seed_misses_the_target_and_none_when_the_mean_misses
     got = cost_at_with_ci(mean_pts, [[(1.0, 0.9), (3.0, 0.995)], [(1.0, 0.9), (3.0, 0.985)]], 0.99)
     assert got == {"mean": pytest.approx(3.0), "ci95": None}
     assert cost_at_with_ci(mean_pts, [mean_pts], 0.999) is None
+
+
+def test_intervals_are_clipped_to_the_quantity_range() -> None:
+    # attainments 0.99 and 1.0: mean 0.995, h = 12.706 x 0.00707 / 1.414 = 0.0635 -> [0.9315, 1.0]
+    got = mean_ci([0.99, 1.0], 0.0, 1.0)
+    assert got["mean"] == pytest.approx(0.995)
+    assert got["ci95"] == pytest.approx([0.995 - 12.706 * 0.005, 1.0])
