@@ -26,7 +26,7 @@ from autoscaler.sim import policies as registry
 from autoscaler.sim.bound import attainment_grid, seed_bound
 from autoscaler.sim.executor import make_executor
 from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, work_per_bin
-from autoscaler.sim.policies import POLICIES, QUEUE_LEAD_KNOBS, make_policy
+from autoscaler.sim.policies import POLICIES, make_policy
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
@@ -388,8 +388,11 @@ def static_replicas(knob: float, peak_need: int) -> int:
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
     sc = prep.scenario
     reg = registry_name(name)
-    kw: dict[str, Any] = {"oracle_factory": prep.clairvoyant}
-    if "queue_lead_knob" in inspect.signature(make_policy).parameters:  # SHIM: today's registry
+    kw: dict[str, Any] = {}
+    accepted = inspect.signature(make_policy).parameters  # SHIM: today's registry takes these two
+    if "oracle_factory" in accepted:
+        kw["oracle_factory"] = prep.clairvoyant
+    if "queue_lead_knob" in accepted:
         kw["queue_lead_knob"] = QUEUE_LEAD_KNOB
     pol = make_policy(reg, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need, **kw)
     cfg = prep.cfg
@@ -402,8 +405,9 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
 def default_knob(sc: Scenario, name: str) -> float:
     """The knob a policy runs at when none is given: queue-lead's scenario setting, else the default."""
     if name == "queue-lead":
-        spec = QUEUE_LEAD_KNOBS[QUEUE_LEAD_KNOB]
-        return float(sc.queue_lead.get(spec.knob, spec.default))
+        # SHIM: today's registry keeps the batch target's spec apart (QUEUE_LEAD_KNOBS)
+        spec = getattr(registry, "QUEUE_LEAD_KNOBS", {}).get(QUEUE_LEAD_KNOB, POLICIES["queue-lead"])
+        return float(sc.queue_lead.get(QUEUE_LEAD_KNOB, spec.default))
     return POLICIES[registry_name(name)].default
 
 
