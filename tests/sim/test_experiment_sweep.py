@@ -194,3 +194,20 @@ def test_input_scale_multiplies_every_prompt(tmp_path: Path) -> None:
     assert np.concatenate([c.n_out for c in long.chunks()]).tolist() == [10, 5]
     with pytest.raises(ValueError, match="input_scale"):
         open_trace(trace, 0.0, 10.0, input_scale=float("nan"))
+
+
+def test_the_table_names_every_baseline_cheaper_than_ours() -> None:
+    from autoscaler.sim.scoreboard import winners_line
+
+    def cost(v: float | None) -> dict[str, Any] | None:
+        return None if v is None else {"mean": v, "ci95": None}
+
+    doc = {"slo": {"attainment_targets": [0.9, 0.99]}, "policies": {
+        "queue-lead": {"cost_at": {"0.9": cost(5.0), "0.99": cost(None)}},
+        "static": {"cost_at": {"0.9": cost(6.0), "0.99": cost(9.0)}},
+        "kpa": {"cost_at": {"0.9": cost(4.0), "0.99": cost(None)}}}}
+    assert winners_line(doc) == ("Baselines cheaper than queue-lead (means; check the intervals): at 90 %: kpa; "
+                                 "at 99 %: static.")
+    doc["policies"]["kpa"]["cost_at"]["0.9"] = cost(7.0)
+    doc["policies"]["static"]["cost_at"]["0.99"] = None
+    assert winners_line(doc) == "No baseline is cheaper than queue-lead at any target (means)."
