@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
@@ -507,8 +508,12 @@ def run_sweep(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence
     """Every job of `sweep_jobs` and every seed's bound, through `make_executor(executor, jobs)`."""
     job_list = sweep_jobs(sc, grids, seeds)
     with make_executor(executor, jobs) as ex:
-        bound_futs = [ex.submit(bound_job, sc, s) for s in seeds]
-        futs = [ex.submit(run_job, j) for j in job_list]
+        # each seed's bound just before its runs: a worker mostly keeps the slice it prepared
+        bound_futs: list[Future[list[float]]] = []
+        futs: list[Future[Outcome]] = []
+        for s in seeds:
+            bound_futs.append(ex.submit(bound_job, sc, s))
+            futs += [ex.submit(run_job, j) for j in job_list if j.seed == s]
         outcomes: list[Outcome] = []
         for f in futs:
             outcomes.append(f.result())
