@@ -211,3 +211,14 @@ def test_the_table_names_every_baseline_cheaper_than_ours() -> None:
     doc["policies"]["kpa"]["cost_at"]["0.9"] = cost(7.0)
     doc["policies"]["static"]["cost_at"]["0.99"] = None
     assert winners_line(doc) == "No baseline is cheaper than queue-lead at any target (means)."
+
+
+def test_every_published_document_follows_the_schema() -> None:
+    docs = [json.loads(p.read_text()) for p in sorted((REPO / "simulations" / "results").glob("*.json"))]
+    docs = [d for d in docs if isinstance(d, dict) and "lower_bound" in d]
+    if not docs:
+        pytest.skip("no published result of the new schema yet")
+    schema = _schema()
+    for doc in docs:
+        validate(doc, schema, schema, doc.get("scenario", "$"))
+        assert doc["preregistered"] is True, doc["scenario"]
