@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test lint prometheus demo experiments bench image deploy-config clean
+.PHONY: venv test lint prometheus demo experiments tuning bench image deploy-config clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,25 +33,33 @@ test: venv prometheus lint
 	$(VENV)/bin/pytest -q
 
 # The decision log of a burst through the decision core (ours vs. HPA on the queue), then
-# 20 minutes of a real trace through the fleet simulator under several policies.
+# 20 minutes of a real trace through the fleet simulator under several policies. Outputs go to
+# build/demo/ (not tracked).
 demo: venv
 	$(PY) -m examples.burst_decision_log
 	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/demo.yaml \
-		--plot simulations/results/demo.png --json simulations/results/demo.json --markdown simulations/results/demo.md
+		--plot build/demo/demo.png --json build/demo/demo.json --markdown build/demo/demo.md
 
-# Long sweeps (hours on 2 cores): every scenario, each policy's knob swept to 99 % SLO attainment.
+# The published benchmark (docs/benchmark.md), from a fresh clone: every evaluation scenario of
+# simulations/preregistered.yaml, every policy x its 8 grid points x seeds 0-2 (~2.5 h on 2 cores),
+# then the summary of all scenarios. Tuning traces: `make tuning`.
+EVALUATION := azure-conv azure-code azure-code-long servegen-m-mid-1d servegen-m-small-1d
+TUNING := tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9
+JOBS ?= 2
 experiments: venv
-	for s in azure-code azure-conv servegen-m-mid-2d servegen-m-small-2d; do \
-		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs 2 \
+	for s in $(EVALUATION); do \
+		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs $(JOBS) \
 			--json simulations/results/$$s.json --markdown simulations/results/$$s.md \
 			--plot simulations/results/$$s.png || exit 1; \
 	done
-	$(PY) simulations/tools/cost_table.py simulations/results/servegen-m-mid-2d.json \
-		simulations/results/servegen-m-small-2d.json simulations/results/azure-conv.json \
-		simulations/results/azure-code.json --out simulations/results/cost_at_99.md
-	$(PY) simulations/tools/misses_by_time.py --scenario simulations/scenarios/azure-code.yaml \
-		--run queue-lead=96 --run queue-lead=32 --run oracle=0.22 --run oracle=0.1 --run static-peak=3.5 \
-		--window-s 300 --out simulations/results/azure-code-misses.md
+	$(PY) simulations/tools/summary.py
+
+# The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
+tuning: venv
+	for s in $(TUNING); do \
+		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs $(JOBS) \
+			--json build/tuning/$$s.json --markdown build/tuning/$$s.md --plot build/tuning/$$s.png || exit 1; \
+	done
 
 # Speed benchmarks; figures go to benchmarks/results/.
 bench: venv

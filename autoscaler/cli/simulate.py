@@ -1,10 +1,13 @@
-"""`autoscaler simulate`: replay a trace through the fleet model under one or more policies."""
+"""`autoscaler simulate`: replay a trace through the fleet model under one or more policies, or
+sweep the preregistered protocol (simulations/preregistered.yaml) with seeds (docs/benchmark.md)."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -12,59 +15,48 @@ import yaml
 from autoscaler.cli.errors import fail
 from autoscaler.config.atomic import atomic_path
 
+if TYPE_CHECKING:
+    from autoscaler.sim.experiment import Prepared, Protocol, Scenario
+
 MAX_JOBS = 256
+MAX_SEEDS = 100
 
 
 @click.command("simulate")
 @click.option("--trace", "trace_path", type=click.Path(exists=False), help="Canonical CSV, or a ServeGen prefix (.../servegen/m-mid).")
 @click.option("--scenario", type=click.Path(exists=True, dir_okay=False), help="A scenario YAML (simulations/scenarios); flags override it.")
 @click.option("--profile", default=None, help="Profile name (simulations/profiles/NAME.yaml) or path. Default qwen3-8b-h100.")
-@click.option("--policy", "policies", multiple=True, help="Policy to run; repeat. Default: all. Known: queue-lead, hpa-queue, hpa-cpu, keda, kpa, aibrix-apa, wva, ray, static-peak, oracle.")
+@click.option("--policy", "policies", multiple=True, help="Policy to run; repeat. Default: the scenario's (a sweep: the protocol's).")
 @click.option("--rate-scale", type=float, default=None, help="Multiply the arrival rate by X.")
 @click.option("--peak-replicas", type=int, default=None, help="Rescale the rate so that the peak needs N replicas.")
 @click.option("--start", type=float, default=None, help="Slice start, seconds into the trace.")
 @click.option("--duration", type=float, default=None, help="Slice length in seconds (default: to the end).")
 @click.option("--dt", type=float, default=None, help="Simulation tick in seconds (default 1).")
 @click.option("--max-replicas", type=int, default=None, help="Every policy's max replicas (default 100).")
-@click.option("--queue-lead-knob", type=click.Choice(["target_kv_cache_usage_ratio", "target_running_per_replica"]),
-              default=None, help="Which queue-lead target the sweep varies (default: the scenario's, else the KV target).")
 @click.option("--knobs", "knob_grids", multiple=True, metavar="POLICY=V1,V2,...",
-              help="With --sweep: sweep only these values for POLICY (a coarse sweep); repeat per policy.")
-@click.option("--sweep", is_flag=True, help="Sweep each policy's main knob and report the cost to reach 99 % SLO attainment.")
+              help="With --sweep: sweep these values for POLICY instead of the protocol's grid (exploration: the "
+                   "JSON says preregistered: false); repeat per policy.")
+@click.option("--sweep", is_flag=True, help="Every policy of the protocol x its grid x seeds: frontiers, cost at the "
+                                            "attainment targets, the lower bound.")
+@click.option("--seeds", type=int, default=None, help="With --sweep: seeds 0 .. N-1 (default: the protocol's).")
 @click.option("--jobs", type=int, default=None, help="Worker processes for --sweep (default: CPU count).")
+@click.option("--executor", default="local", show_default=True, help="Where --sweep runs (autoscaler.sim.executor).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write results as JSON.")
-@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None, help="Write a PNG: arrivals, queue, replicas.")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG: arrivals, queue, replicas (a sweep: the cost frontier).")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False), default=None, help="Write the table as Markdown.")
 def simulate(trace_path: str | None, scenario: str | None, profile: str | None, policies: tuple[str, ...],
              rate_scale: float | None, peak_replicas: int | None, start: float | None, duration: float | None,
-             dt: float | None, max_replicas: int | None, queue_lead_knob: str | None, knob_grids: tuple[str, ...], sweep: bool, jobs: int | None, json_out: str | None,
-             plot_out: str | None, md_out: str | None) -> None:
+             dt: float | None, max_replicas: int | None, knob_grids: tuple[str, ...], sweep: bool, seeds: int | None,
+             jobs: int | None, executor: str, json_out: str | None, plot_out: str | None, md_out: str | None) -> None:
     """Simulate a vLLM fleet on a real trace under each policy and print the scoreboard."""
     from dataclasses import replace
 
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+    from autoscaler.sim.experiment import Scenario, known_policies, known_policy, prepared_for
 
-    from autoscaler.sim.experiment import (
-        Scenario,
-        check_knob,
-        default_knob,
-        prepare,
-        run_many,
-        run_one,
-        sweep_jobs,
-    )
-    from autoscaler.sim.policies import POLICIES
-    from autoscaler.sim.runner import RunResult
-    from autoscaler.sim.scoreboard import markdown, rich_table, to_json
-
-    console = Console(width=max(Console().width, 150))
     if not scenario and not trace_path:
         raise click.UsageError("give --trace or --scenario")
-    if jobs is not None and jobs < 1:
-        fail(f"--jobs {jobs}: must be >= 1")
-    if jobs is not None and jobs > MAX_JOBS:
-        fail(f"--jobs {jobs}: must be <= {MAX_JOBS}")
+    _check_counts(jobs, seeds, sweep, knob_grids)
     try:
         sc = Scenario.load(scenario) if scenario else Scenario(name=Path(str(trace_path)).stem, trace=str(trace_path))
     except (ValueError, TypeError, OSError, yaml.YAMLError) as exc:
@@ -73,97 +65,183 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     if trace_path and scenario:
         over["trace"] = trace_path
     for key, val in (("profile", profile), ("rate_scale", rate_scale), ("peak_replicas", peak_replicas),
-                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas),
-                     ("queue_lead_knob", queue_lead_knob)):
+                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas)):
         if val is not None:
             over[key] = val
     if rate_scale is not None:
         over["peak_replicas"] = None
-    if policies:
-        unknown = [p for p in policies if p not in POLICIES]
-        if unknown:
-            fail(f"--policy: unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    unknown = [p for p in policies if not known_policy(p)]
+    if unknown:
+        fail(f"--policy: unknown policy {', '.join(unknown)}; known: {', '.join(known_policies())}")
+    if policies and not sweep:
         over["policies"] = tuple(policies)
-    grids: dict[str, tuple[float, ...]] = dict(sc.knobs)  # the scenario's, then --knobs (checked before any run)
+    grids = _parse_knobs(knob_grids)
+    try:
+        sc = replace(sc, **over)  # type: ignore[arg-type]
+        prep = prepared_for(sc, sc.seed)  # kept: a sweep's forked workers start with it
+    except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
+        fail(str(exc))
+    if sweep:
+        exploratory = bool(over or policies or knob_grids or not scenario)
+        _sweep(sc, prep, list(policies), grids, seeds, exploratory, jobs, executor, json_out, md_out, plot_out)
+    else:
+        _single(sc, prep, json_out, md_out, plot_out)
+
+
+def _check_counts(jobs: int | None, seeds: int | None, sweep: bool, knob_grids: tuple[str, ...]) -> None:
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        fail(f"--jobs {jobs}: must be >= 1 and <= {MAX_JOBS}")
+    if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
+        fail(f"--seeds {seeds}: must be >= 1 and <= {MAX_SEEDS}")
+    if not sweep and (seeds is not None or knob_grids):
+        fail("--seeds and --knobs go with --sweep")
+
+
+def _parse_knobs(knob_grids: tuple[str, ...]) -> dict[str, tuple[float, ...]]:
+    from autoscaler.sim.experiment import known_policy
+
+    grids: dict[str, tuple[float, ...]] = {}
     for g in knob_grids:
         pol, _, vals = g.partition("=")
-        if pol not in POLICIES or not vals:
+        if not known_policy(pol) or not vals:
             fail(f"--knobs {g!r}: expected POLICY=V1,V2,... with a known policy")
         try:
             grids[pol] = tuple(float(v) for v in vals.split(","))
         except ValueError:
             fail(f"--knobs {g!r}: values must be numbers")
-    try:
-        sc = replace(sc, **over)  # type: ignore[arg-type]
-        for pol, values in grids.items():  # finite, > 0, in the policy's range: before any run
-            for value in values:
-                check_knob(sc, pol, value, f"--knobs {pol}")
-        prep = prepare(sc)
-    except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
-        fail(str(exc))
-    if "static-peak" in sc.policies:  # a fixed fleet must fit the simulated cluster (it has max_replicas + 8 pods)
-        import math
+    return grids
 
-        swept = [k for _, k in sweep_jobs(["static-peak"], sc.queue_lead_knob, grids)] if sweep else []
-        for k in {default_knob(sc, "static-peak"), *(k for k in swept if k is not None)}:
-            n = max(1, math.ceil(k * prep.peak_need - 1e-9))
-            if n > sc.max_replicas + 8:
-                fail(f"static-peak at {k:g} x the peak need ({prep.peak_need}) is {n} replicas, more than the simulated "
-                     f"cluster holds (allowed: at most max_replicas + 8 = {sc.max_replicas + 8}); raise --max-replicas")
-    desc = (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=max(Console().width, 150))
+
+
+def _describe(prep: Prepared) -> str:
+    return (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
             f"peak needs {prep.peak_need} replicas")
+
+
+def _write(path: str | None, write: Callable[[Path], object]) -> None:
+    """Each output whole or not at all (a temporary file renamed over it, `config.atomic`)."""
+    if not path:
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        write(tmp)
+
+
+def _single(sc: Scenario, prep: Prepared, json_out: str | None, md_out: str | None, plot_out: str | None) -> None:
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    from autoscaler.sim.experiment import run_one
+    from autoscaler.sim.runner import RunResult
+    from autoscaler.sim.scoreboard import markdown, rich_table, to_json
+
+    for name in sc.policies:
+        _check_static(sc, prep, name, [])
+    console = _console()
+    desc = _describe(prep)
     console.print(desc)
-    names = list(sc.policies)
     results: dict[str, RunResult] = {}
-    sweeps: dict[str, list[RunResult]] | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
-        if not sweep:
-            for name in names:
-                task = bar.add_task(f"{name:12s}", total=1.0)
+        for name in sc.policies:
+            task = bar.add_task(f"{name:12s}", total=1.0)
 
-                def _tick(f: float, task: TaskID = task) -> None:
-                    bar.update(task, completed=f)
+            def _tick(f: float, task: TaskID = task) -> None:
+                bar.update(task, completed=f)
 
-                results[name] = run_one(prep, name, None, progress=_tick)
-                bar.update(task, completed=1.0)
-        else:
-            sweep_list = sweep_jobs(names, sc.queue_lead_knob, grids)
-            # a policy's default run is its sweep run at the default knob when the grid holds it
-            defaults = {n: default_knob(sc, n) for n in names}
-            extra = [(n, None) for n in names if (n, defaults[n]) not in sweep_list]
-            jobs_list = extra + sweep_list
-            task = bar.add_task(f"sweep ({len(jobs_list)} runs)", total=len(jobs_list))
-            done = run_many(prep, jobs_list, workers=jobs or os.cpu_count() or 1,
-                            on_done=lambda r: bar.advance(task))
-            results = {job[0]: r for job, r in zip(extra, done)}
-            sweeps = {n: [] for n in names}
-            for job, r in zip(sweep_list, done[len(extra):]):
-                sweeps[r.policy].append(r)
-                if job[1] == defaults[job[0]]:
-                    results.setdefault(job[0], r)
-            results = {n: results[n] for n in names}
+            results[name] = run_one(prep, name, None, progress=_tick)
+            bar.update(task, completed=1.0)
     meta = {"scenario": sc.name, "trace": prep.trace.describe(), "rate_scale": prep.trace.scale,
             "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
-            "slo": {"ttft_s": sc.slo_ttft_s, "tpot_s": sc.slo_tpot_s}, "dt_s": sc.dt,
-            "queue_lead_params": sc.queue_lead, "queue_lead_knob": sc.queue_lead_knob or "target_kv_cache_usage_ratio",
-            "knob_grid_overrides": list(knob_grids), "scenario_knob_grids": {k: list(v) for k, v in sc.knobs.items()},
-            "initial_replicas": prep.cfg.initial_replicas,
-            "oracle_lower_bound_gpu_hours_u085": prep.oracle_bound_gpu_hours(0.85)}
-    console.print(rich_table(results, sweeps, desc))
-    # each output whole or not at all (a temporary file renamed over it, `config.atomic`)
-    if json_out:
-        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(json_out) as tmp:
-            tmp.write_text(json.dumps(to_json(results, sweeps, meta), indent=1, default=float))
-    if md_out:
-        Path(md_out).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(md_out) as tmp:
-            tmp.write_text(f"{desc}\n\n" + markdown(results, sweeps))
+            "slo": sc.slo.as_dict(), "dt_s": sc.dt, "seed": sc.seed, "initial_replicas": prep.cfg.initial_replicas}
+    console.print(rich_table(results, desc))
+    _write(json_out, lambda tmp: tmp.write_text(json.dumps(to_json(results, meta), indent=1, default=float)))
+    _write(md_out, lambda tmp: tmp.write_text(f"{desc}\n\n" + markdown(results)))
     if plot_out:
         from autoscaler.sim.plot import plot
 
-        Path(plot_out).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(plot_out) as tmp:
-            plot(results, tmp, desc)
+        _write(plot_out, lambda tmp: plot(results, tmp, desc))
+        console.print(f"plot: {plot_out}")
+
+
+def _check_static(sc: Scenario, prep: Prepared, name: str, grid: list[float]) -> None:
+    """A fixed fleet must fit the simulated cluster (it has max_replicas + 8 pods)."""
+    from autoscaler.sim.experiment import STATIC_NAMES, default_knob, static_replicas
+
+    if name not in STATIC_NAMES:
+        return
+    for k in grid or [default_knob(sc, name)]:
+        n = static_replicas(k, prep.peak_need)
+        if n > sc.max_replicas + 8:
+            fail(f"{name} at {k:g} x the peak need ({prep.peak_need}) is {n} replicas, more than the simulated "
+                 f"cluster holds (allowed: at most max_replicas + 8 = {sc.max_replicas + 8}); raise --max-replicas")
+
+
+def _sweep_grids(sc: Scenario, protocol: Protocol, names: list[str],
+                 overrides: dict[str, tuple[float, ...]]) -> dict[str, tuple[float, ...]]:
+    from autoscaler.sim.experiment import check_knob
+
+    grids: dict[str, tuple[float, ...]] = {}
+    for name in names or list(protocol.grids):
+        grid = overrides.get(name, protocol.grids.get(name))
+        if grid is None:
+            fail(f"--policy {name}: the protocol has no grid for it; give one with --knobs {name}=V1,V2,...")
+        grids[name] = grid
+    for pol in overrides:
+        if pol not in grids:
+            fail(f"--knobs {pol}: not a policy of this sweep ({', '.join(grids)})")
+    try:
+        for pol, values in grids.items():  # finite, > 0, in the policy's range: before any run
+            for value in values:
+                check_knob(sc, pol, value, f"--knobs {pol}")
+    except ValueError as exc:
+        fail(str(exc))
+    return grids
+
+
+def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, tuple[float, ...]],
+           n_seeds: int | None, exploratory: bool, jobs: int | None, executor: str, json_out: str | None,
+           md_out: str | None, plot_out: str | None) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from autoscaler.sim.experiment import load_protocol, run_sweep
+    from autoscaler.sim.scoreboard import sweep_document, sweep_markdown
+
+    try:
+        protocol = load_protocol()
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    grids = _sweep_grids(sc, protocol, names, overrides)
+    for name, grid in grids.items():
+        _check_static(sc, prep, name, list(grid))
+    seeds = list(range(n_seeds)) if n_seeds is not None else list(protocol.seeds)
+    named = sc.name in protocol.evaluation or sc.name.startswith("tuning-")
+    preregistered = not exploratory and named and tuple(seeds) == protocol.seeds
+    console = _console()
+    total = len(seeds) * sum(len(g) for g in grids.values())
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(f"sweep ({total} runs, {len(seeds)} seeds)", total=total)
+        try:
+            out = run_sweep(sc, grids, seeds, executor, jobs or os.cpu_count() or 1, lambda: bar.advance(task))
+        except ValueError as exc:  # an unknown executor, a slice a seed cannot prepare
+            fail(str(exc))
+    meta = {"trace": prep.trace.describe(), "profile": prep.profile.name, "dt_s": sc.dt,
+            "peak_need_seed0": prep.peak_need, "max_replicas": sc.max_replicas, "min_replicas": sc.min_replicas,
+            "input_scale": sc.input_scale, "wall_s_total": sum(o.wall_s for o in out.outcomes),
+            "requests_per_seed": {str(o.seed): o.requests for o in out.outcomes}}
+    doc = sweep_document(sc, protocol, grids, seeds, out, protocol.knobs, preregistered, meta)
+    md = sweep_markdown(doc)
+    console.print(_describe(prep))
+    console.print(md)
+    _write(json_out, lambda tmp: tmp.write_text(json.dumps(doc, indent=1)))
+    _write(md_out, lambda tmp: tmp.write_text(md))
+    if plot_out:
+        from autoscaler.sim.plot import plot_frontier
+
+        _write(plot_out, lambda tmp: plot_frontier(doc, tmp))
         console.print(f"plot: {plot_out}")

@@ -1,9 +1,20 @@
-"""Scenarios (trace x profile x scale x knobs), one run per policy, and the cost-at-99 % sweep."""
+"""Scenarios (trace x profile x scale x SLO), the preregistered protocol, and the seeded sweep.
+
+A sweep runs every policy of the protocol (`simulations/preregistered.yaml`) at every point of
+its grid with every seed. Each run is a `Job` (plain data) executed by `run_job`, a module-level
+function, in whatever executor `autoscaler.sim.executor.make_executor` gives: a worker prepares
+the scenario's slice for the job's seed itself (and keeps the last one it prepared), so the
+same job runs the same way in a local process pool or on a cluster. Each seed's lower bound
+(`autoscaler.sim.bound`) is a job of its own (`bound_job`).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
@@ -12,19 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from autoscaler.baselines.interface import Policy
-from autoscaler.sim.oracle import (
-    BIN_S,
-    OraclePolicy,
-    need_replicas,
-    schedule_cost,
-    work_per_bin,
-)
-from autoscaler.sim.policies import (
-    POLICIES,
-    PolicySpec,
-    make_policy,
-    queue_lead_spec,
-)
+from autoscaler.sim import policies as registry
+from autoscaler.sim.bound import attainment_grid, seed_bound
+from autoscaler.sim.executor import make_executor
+from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, work_per_bin
+from autoscaler.sim.policies import POLICIES, make_policy
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
@@ -35,7 +38,140 @@ from autoscaler.policy import PolicyParams
 from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
-ORACLE_DEFAULT_U = POLICIES["oracle"].default  # 0.85: the utilisation the initial fleet is sized at
+PROTOCOL_PATH: Final = REPO / "simulations" / "preregistered.yaml"
+INITIAL_FLEET_U: Final = 0.85
+"""The utilisation the fleet every policy starts from is sized at (`Prepared.initial_need`)."""
+QUEUE_LEAD_KNOB: Final = "target_running_per_replica"
+"""The PolicyParams field queue-lead's protocol grid sets."""
+
+# SHIM until the policy registry of issue 14 lands (autoscaler/sim/policies.py with the protocol's
+# names and SCOREBOARD): protocol name -> today's registry name. `hpa` (waiting + running) has no
+# policy of its own yet and runs as today's hpa-queue (waiting only). Delete after the merge.
+_LEGACY_NAMES: Final = {"hpa": "hpa-queue", "hpa-waiting": "hpa-queue", "static": "static-peak"}
+_LEGACY_SCOREBOARD: Final = ("queue-lead", "hpa", "hpa-waiting", "keda", "kpa", "ray", "aibrix-apa", "wva", "static")
+SCOREBOARD: Final[tuple[str, ...]] = tuple(getattr(registry, "SCOREBOARD", _LEGACY_SCOREBOARD))
+STATIC_NAMES: Final = frozenset({"static", "static-peak"})
+
+
+def registry_name(name: str) -> str:
+    """The registry's name of a policy (identity once the new registry has landed)."""
+    return name if name in POLICIES else _LEGACY_NAMES.get(name, name)
+
+
+def known_policy(name: str) -> bool:
+    return registry_name(name) in POLICIES
+
+
+def known_policies() -> list[str]:
+    return list(dict.fromkeys([*SCOREBOARD, *POLICIES]))
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """simulations/preregistered.yaml, read and checked."""
+
+    path: str
+    sha256: str
+    grid_points: int
+    seeds: tuple[int, ...]
+    targets: tuple[float, ...]
+    evaluation: tuple[str, ...]
+    tuning: tuple[dict[str, Any], ...]
+    knobs: dict[str, str]
+    grids: dict[str, tuple[float, ...]]
+
+    def provenance(self, seeds: Sequence[int], grid_points: int) -> dict[str, Any]:
+        """The protocol file a sweep read, with the seeds and grid points it actually ran (the
+        protocol's own when the document says `preregistered: true`)."""
+        return {"path": self.path, "sha256": self.sha256, "seeds": list(seeds), "grid_points": grid_points}
+
+
+def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
+    p = Path(path)
+    raw = load_yaml_mapping(p, "protocol file")
+    digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    try:
+        n = int(raw["grid_points"])
+        pols = raw["policies"]
+        grids = {str(k): tuple(float(x) for x in v["grid"]) for k, v in pols.items()}
+        knobs = {str(k): str(v["knob"]) for k, v in pols.items()}
+        out = Protocol(path=_relative(p), sha256=digest, grid_points=n, seeds=tuple(int(s) for s in raw["seeds"]),
+                       targets=tuple(float(t) for t in raw["attainment_targets"]),
+                       evaluation=tuple(str(e) for e in raw["evaluation"]),
+                       tuning=tuple(dict(t) for t in raw.get("tuning", [])), knobs=knobs, grids=grids)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a protocol file ({type(exc).__name__}: {exc})") from None
+    bad = [k for k, g in out.grids.items() if len(g) != n]
+    if bad:
+        raise ValueError(f"{path}: policies {', '.join(bad)} do not have grid_points = {n} grid values")
+    return out
+
+
+def _relative(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(REPO))
+    except ValueError:
+        return str(p)
+
+
+# --------------------------------------------------------------------------- the SLO
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    """A scenario's SLO: a request meets it when TTFT <= its TTFT bound and TPOT <= tpot_s. The
+    TTFT bound is ttft_s, or with `ttft_idle_factor` set max(ttft_s, factor x the prompt's TTFT
+    on an idle replica, `Profile.idle_ttft_s`): a length-aware target for long prompts."""
+
+    ttft_s: float = 2.0
+    tpot_s: float = 0.1
+    ttft_idle_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        for key, value, hi in (("ttft_s", self.ttft_s, 3600.0), ("tpot_s", self.tpot_s, 3600.0),
+                               ("ttft_idle_factor", self.ttft_idle_factor, 1000.0)):
+            if value is None and key == "ttft_idle_factor":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"slo.{key} = {_short(value)}: must be a number")
+            if not (finite_in(value, 0.0, hi) and value > 0.0):
+                raise ValueError(f"slo.{key} = {value!r} is out of range (allowed: > 0, <= {hi:g})")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "ttft_idle_factor": self.ttft_idle_factor}
+
+    def ttft_bound_s(self, idle_ttft_s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Per request, from its idle-replica TTFT (same semantics as `stats.Slo.ttft_bound_s`)."""
+        if self.ttft_idle_factor is None:
+            return np.full(idle_ttft_s.shape, float(self.ttft_s))
+        out: npt.NDArray[np.float64] = np.maximum(self.ttft_s, self.ttft_idle_factor * idle_ttft_s)
+        return out
+
+    def simulator_slo(self) -> Slo:
+        """The runner's `Slo`. SHIM: a length-aware TTFT needs `Slo.ttft_idle_factor` (stats.py,
+        issue 14); until it lands such a scenario is refused instead of measured against ttft_s."""
+        kw: dict[str, Any] = {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s}
+        if self.ttft_idle_factor is not None:
+            if "ttft_idle_factor" not in {f.name for f in fields(Slo)}:
+                raise ValueError("slo.ttft_idle_factor needs stats.Slo.ttft_idle_factor, which this build lacks")
+            kw["ttft_idle_factor"] = self.ttft_idle_factor
+        return Slo(**kw)
+
+    @staticmethod
+    def parse(raw: Any, where: str) -> SloSpec:
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: slo = {_short(raw)}: must be a mapping (ttft_s, tpot_s, ttft_idle_factor)")
+        known = {f.name for f in fields(SloSpec)}
+        unknown = sorted(map(str, set(raw) - known))
+        if unknown:
+            raise ValueError(f"{where}: unknown slo key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return SloSpec(**raw)
+
+
+# --------------------------------------------------------------------------- scenarios
 
 
 @dataclass(frozen=True)
@@ -50,19 +186,15 @@ class Scenario:
     duration: float | None = None
     rate_scale: float | None = None
     peak_replicas: int | None = None
+    input_scale: float = 1.0  # every prompt this many times as long (a synthetic stress)
     dt: float = 1.0
     min_replicas: int = 1
     max_replicas: int = 100
     max_nodes: int = 1000
-    seed: int = 0
-    slo_ttft_s: float = 2.0
-    slo_tpot_s: float = 0.1
-    queue_lead: dict[str, Any] = field(default_factory=dict)  # PolicyParams overrides
-    queue_lead_knob: str | None = None  # the PolicyParams field queue-lead's sweep varies (None: KV target)
-    policies: tuple[str, ...] = tuple(POLICIES)
-    # --sweep grids for this scenario, per policy ({static-peak: [1, 1.5, 2]}); a policy not named
-    # keeps its default grid (policies.POLICIES), and `--knobs` on the command line wins over both
-    knobs: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    seed: int = 0  # a sweep replaces it by each seed of the protocol
+    slo: SloSpec = SloSpec()
+    queue_lead: dict[str, Any] = field(default_factory=dict)  # PolicyParams overrides (exploration only)
+    policies: tuple[str, ...] = SCOREBOARD  # what a run without --sweep runs; a sweep runs the protocol's
 
     def __post_init__(self) -> None:
         """Every field's type and range, checked once whether the scenario comes from a file or from
@@ -78,6 +210,8 @@ class Scenario:
             ("rate_scale", self.rate_scale, self.rate_scale is None or (_finite(self.rate_scale) and self.rate_scale > 0.0), "> 0"),
             ("peak_replicas", self.peak_replicas, self.peak_replicas is None or self.peak_replicas >= 1, ">= 1"),
             ("peak_replicas", self.peak_replicas, self.peak_replicas is None or self.peak_replicas <= 10_000, "<= 10000"),
+            ("input_scale", self.input_scale, finite_in(self.input_scale, 0.0, 1000.0) and self.input_scale > 0.0,
+             "> 0, <= 1000"),
             ("dt", self.dt, _finite(self.dt) and 0.0 < self.dt <= 15.0, "0 < dt <= 15 s (the scrape interval)"),
             ("dt", self.dt, self.dt >= MIN_DT_S, f">= {MIN_DT_S} s"),
             ("max_replicas", self.max_replicas, 1 <= self.max_replicas <= 10_000, "1 .. 10000"),
@@ -85,31 +219,23 @@ class Scenario:
             ("max_nodes", self.max_nodes, self.max_nodes >= 1, ">= 1"),
             ("max_nodes", self.max_nodes, self.max_nodes <= 100_000, "<= 100000"),
             ("seed", self.seed, 0 <= self.seed < 2**63, "0 .. 2^63 - 1"),
-            ("slo_ttft_s", self.slo_ttft_s, self.slo_ttft_s > 0.0, "> 0 s"),
-            ("slo_ttft_s", self.slo_ttft_s, self.slo_ttft_s <= 3600.0, "<= 3600 s"),
-            ("slo_tpot_s", self.slo_tpot_s, self.slo_tpot_s > 0.0, "> 0 s"),
-            ("slo_tpot_s", self.slo_tpot_s, self.slo_tpot_s <= 3600.0, "<= 3600 s"),
         ]
         for key, value, ok, allowed in checks:
             if not ok:
                 raise ValueError(f"scenario {self.name}: {key} = {value!r} is out of range (allowed: {allowed})")
         for name in self.policies:
-            if name not in POLICIES:
-                raise ValueError(f"scenario {self.name}: policies: unknown policy {name!r} (known: {', '.join(POLICIES)})")
-        try:
-            queue_lead_spec(self.queue_lead_knob)
-        except KeyError:
-            raise ValueError(f"scenario {self.name}: queue_lead_knob = {self.queue_lead_knob!r} is not a knob of "
-                             "queue-lead (known: target_kv_cache_usage_ratio, target_running_per_replica)") from None
+            if not known_policy(name):
+                raise ValueError(f"scenario {self.name}: policies: unknown policy {name!r} "
+                                 f"(known: {', '.join(known_policies())})")
         _check_params(self, {}, "queue_lead")
-        for name, values in self.knobs.items():
-            for value in values:
-                check_knob(self, name, value, f"knobs.{name}")
 
     @staticmethod
     def load(path: str | Path) -> Scenario:
         """Read a scenario file (at most 1 MiB of YAML, bounded: `autoscaler.config.bounded`)."""
         raw = load_yaml_mapping(path, "scenario file")
+        if "knobs" in raw:
+            raise ValueError(f"{path}: knobs: a scenario holds no knob grid; the grids are the protocol's "
+                             "(simulations/preregistered.yaml; --knobs explores, unpublished)")
         known = {f.name for f in fields(Scenario)}
         unknown = sorted(map(str, set(raw) - known))
         if unknown:
@@ -120,11 +246,11 @@ class Scenario:
             raise ValueError(f"{path}: trace = {_short(raw.get('trace'))}: must be the path of a trace CSV or ServeGen prefix")
         if isinstance(raw.get("policies"), list):
             raw["policies"] = tuple(raw["policies"])
+        if "slo" in raw:
+            raw["slo"] = SloSpec.parse(raw["slo"], f"{path}")
         trace = str(raw["trace"])
         if not Path(trace).is_absolute():
             raw["trace"] = str((REPO / trace).resolve())
-        if "knobs" in raw:
-            raw["knobs"] = _knob_grids(raw["knobs"], str(path))
         sc = Scenario(**raw)
         load_profile(sc.profile, sc.profile_overrides)  # fail at load time on a bad override
         return sc
@@ -139,9 +265,9 @@ MAX_REQUESTS: Final = 200_000_000
 _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "name": (str,), "trace": (str,), "profile": (str,), "profile_overrides": (dict,),
     "start": (int, float), "duration": (int, float, type(None)), "rate_scale": (int, float, type(None)),
-    "peak_replicas": (int, type(None)), "dt": (int, float), "min_replicas": (int,), "max_replicas": (int,),
-    "max_nodes": (int,), "seed": (int,), "slo_ttft_s": (int, float), "slo_tpot_s": (int, float),
-    "queue_lead": (dict,), "queue_lead_knob": (str, type(None)), "policies": (tuple,), "knobs": (dict,),
+    "peak_replicas": (int, type(None)), "input_scale": (int, float), "dt": (int, float), "min_replicas": (int,),
+    "max_replicas": (int,), "max_nodes": (int,), "seed": (int,), "slo": (SloSpec,),
+    "queue_lead": (dict,), "policies": (tuple,),
 }
 
 
@@ -150,7 +276,7 @@ def _check_types(sc: Scenario) -> None:
         value = getattr(sc, key)
         if isinstance(value, bool) or not isinstance(value, types):
             words = {str: "a string", int: "an integer", float: "a number", dict: "a mapping", tuple: "a list",
-                     type(None): "null"}
+                     type(None): "null", SloSpec: "a mapping (ttft_s, tpot_s, ttft_idle_factor)"}
             want = " or ".join(dict.fromkeys(words[t] for t in types))
             raise ValueError(f"scenario {_short(sc.name)}: {key} = {_short(value)}: must be {want}")
     if not all(isinstance(p, str) for p in sc.policies) or not sc.policies:
@@ -184,25 +310,15 @@ def _check_params(sc: Scenario, extra: dict[str, Any], where: str) -> None:
 def check_knob(sc: Scenario, name: str, value: float, where: str) -> None:
     """A knob value of policy `name`: finite, > 0 and <= MAX_KNOB; for queue-lead also a valid
     value of the PolicyParams field it sets. ValueError (one line) otherwise."""
-    if name not in POLICIES:
-        raise ValueError(f"{where}: unknown policy {name!r} (known: {', '.join(POLICIES)})")
+    if not known_policy(name):
+        raise ValueError(f"{where}: unknown policy {name!r} (known: {', '.join(known_policies())})")
     if not (finite_in(value, 0.0, MAX_KNOB) and value > 0.0):
         raise ValueError(f"scenario {sc.name}: {where} = {value!r} is out of range (allowed: > 0, <= {MAX_KNOB:g})")
     if name == "queue-lead":
-        _check_params(sc, {queue_lead_spec(sc.queue_lead_knob).knob: value}, where)
+        _check_params(sc, {QUEUE_LEAD_KNOB: value}, where)
 
 
-def _knob_grids(raw: Any, where: str) -> dict[str, tuple[float, ...]]:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: knobs: expected a mapping POLICY: [values], got {_short(raw)}")
-    out: dict[str, tuple[float, ...]] = {}
-    for name, vals in raw.items():
-        if name not in POLICIES:
-            raise ValueError(f"{where}: knobs: unknown policy {_short(name)} (known: {', '.join(POLICIES)})")
-        if not isinstance(vals, list) or not vals or not all(finite_in(v, -1e300, 1e300) for v in vals):
-            raise ValueError(f"{where}: knobs.{name}: expected a non-empty list of numbers, got {_short(vals)}")
-        out[name] = tuple(float(v) for v in vals)
-    return out
+# --------------------------------------------------------------------------- one run
 
 
 @dataclass
@@ -217,28 +333,25 @@ class Prepared:
 
     def initial_need(self, u: float) -> int:
         """The fleet a controller that had been running before the slice would have at t = 0:
-        the oracle's need (at utilisation u) over the first lead time, i.e. what it must already
-        have asked for, because a replica asked for at t = 0 serves only after a new node
-        (`node_provision_s`) and the model load (`model_load_s`, container start included)."""
+        the per-minute work heuristic's need (at utilisation u) over the first lead time, i.e.
+        what it must already have asked for, because a replica asked for at t = 0 serves only
+        after a new node (`node_provision_s`) and the model load (`model_load_s`)."""
         sc = self.scenario
         if self.work.size == 0:
             return sc.min_replicas
         lead_bins = max(1, int(math.ceil((self.profile.node_provision_s + self.profile.model_load_s) / BIN_S)))
-        need = need_replicas(self.work, u, sc.min_replicas)  # neighbour bins count, as for the oracle
+        need = need_replicas(self.work, u, sc.min_replicas)
         return min(max(int(need[:lead_bins].max()), sc.min_replicas), sc.max_replicas)
 
-    def oracle(self, u: float) -> OraclePolicy:
+    def clairvoyant(self, u: float) -> OraclePolicy:
         need = need_replicas(self.work, u, self.scenario.min_replicas)
         return OraclePolicy(need, self.profile, self.scenario.max_replicas)
 
-    def oracle_bound_gpu_hours(self, u: float) -> float:
-        need = need_replicas(self.work, u, self.scenario.min_replicas)
-        return schedule_cost(need, self.profile.model_load_s) * self.profile.gpus_per_replica / 3600.0
-
 
 def prepare(sc: Scenario) -> Prepared:
+    """The scenario's slice for its `seed` (arrivals: rate-scaling copies and ServeGen draws)."""
     profile = load_profile(sc.profile, sc.profile_overrides)
-    trace = open_trace(sc.trace, sc.start, sc.duration, 1.0, sc.seed)
+    trace = open_trace(sc.trace, sc.start, sc.duration, 1.0, sc.seed, sc.input_scale)
     mean_in, mean_out = trace.mean_lengths()
     mu = profile.capacity_rps(mean_in, mean_out)
     if not mu > 0.0:  # the peak need divided by it
@@ -251,29 +364,40 @@ def prepare(sc: Scenario) -> Prepared:
     if not expected <= MAX_REQUESTS:  # refused before generating them (16 bytes each)
         raise ValueError(f"{sc.trace}: the slice at rate scale {scale:.3g} has ~{expected:.3g} requests (allowed: at "
                          f"most {MAX_REQUESTS:,}; lower rate_scale, peak_replicas or duration)")
-    trace = MaterializedTrace(open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed))
+    trace = MaterializedTrace(open_trace(sc.trace, sc.start, sc.duration, scale, sc.seed, sc.input_scale))
     peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
     work = work_per_bin(trace, profile)
     cfg = RunConfig(dt=sc.dt, min_replicas=sc.min_replicas, max_replicas=sc.max_replicas, initial_replicas=1,
-                    max_nodes=sc.max_nodes, slo=Slo(sc.slo_ttft_s, sc.slo_tpot_s))
+                    max_nodes=sc.max_nodes, slo=sc.slo.simulator_slo())
+    if "seed" in {f.name for f in fields(RunConfig)}:  # SHIM: RunConfig.seed (runner.py, issue 14)
+        seeded: dict[str, Any] = {"seed": sc.seed}
+        cfg = replace(cfg, **seeded)
     prep = Prepared(sc, trace, profile, mu, peak_need, work, cfg)
     # Every policy starts from the fleet a controller running before the slice would have: the
-    # oracle's need at its default utilisation over the first lead time (node provisioning +
-    # model load, 390 s for Qwen3-8B/H100), not over the first 3 minutes - a quiet start followed
-    # by a ramp inside the lead time otherwise builds a backlog no reactive policy can avoid.
-    # The oracle starts from this same fleet at every knob (it is the lower bound of the same
-    # problem, not of an easier one: sized at its own u it was handed up to 37 ready replicas at
-    # t = 0 on azure-code, where every other autoscaler had 9); static-peak keeps its own size.
-    prep.cfg = replace(cfg, initial_replicas=prep.initial_need(ORACLE_DEFAULT_U))
+    # work heuristic's need at u = 0.85 over the first lead time (node provisioning + model load,
+    # 390 s for Qwen3-8B/H100), not over the first 3 minutes - a quiet start followed by a ramp
+    # inside the lead time otherwise builds a backlog no reactive policy can avoid. A static
+    # fleet keeps its own size.
+    prep.cfg = replace(cfg, initial_replicas=prep.initial_need(INITIAL_FLEET_U))
     return prep
+
+
+def static_replicas(knob: float, peak_need: int) -> int:
+    return max(1, math.ceil(knob * peak_need - 1e-9))
 
 
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
     sc = prep.scenario
-    pol = make_policy(name, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need,
-                      oracle_factory=lambda u: prep.oracle(u), queue_lead_knob=sc.queue_lead_knob)
+    reg = registry_name(name)
+    kw: dict[str, Any] = {}
+    accepted = inspect.signature(make_policy).parameters  # SHIM: today's registry takes these two
+    if "oracle_factory" in accepted:
+        kw["oracle_factory"] = prep.clairvoyant
+    if "queue_lead_knob" in accepted:
+        kw["queue_lead_knob"] = QUEUE_LEAD_KNOB
+    pol = make_policy(reg, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need, **kw)
     cfg = prep.cfg
-    if name == "static-peak":
+    if name in STATIC_NAMES:
         n = getattr(pol, "replicas", cfg.initial_replicas)
         cfg = replace(cfg, initial_replicas=n, min_nodes=n)
     return pol, cfg
@@ -281,8 +405,11 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
 
 def default_knob(sc: Scenario, name: str) -> float:
     """The knob a policy runs at when none is given: queue-lead's scenario setting, else the default."""
-    spec = spec_of(name, sc.queue_lead_knob)
-    return float(sc.queue_lead.get(spec.knob, spec.default)) if name == "queue-lead" else spec.default
+    if name == "queue-lead":
+        # SHIM: today's registry keeps the batch target's spec apart (QUEUE_LEAD_KNOBS)
+        spec = getattr(registry, "QUEUE_LEAD_KNOBS", {}).get(QUEUE_LEAD_KNOB, POLICIES["queue-lead"])
+        return float(sc.queue_lead.get(QUEUE_LEAD_KNOB, spec.default))
+    return POLICIES[registry_name(name)].default
 
 
 def run_one(prep: Prepared, name: str, knob: float | None = None,
@@ -292,53 +419,105 @@ def run_one(prep: Prepared, name: str, knob: float | None = None,
     return run(prep.trace, prep.profile, pol, cfg, knob=k, progress=progress)
 
 
-def cost_at(results: list[RunResult], target: float = 0.99) -> RunResult | None:
-    """The cheapest run that reaches the attainment target, or None."""
-    ok = [r for r in results if r.slo_attainment >= target]
-    return min(ok, key=lambda r: r.gpu_hours) if ok else None
+# --------------------------------------------------------------------------- the sweep
 
 
-_PREP: Prepared | None = None
+@dataclass(frozen=True)
+class Job:
+    """One run of a sweep: plain data, picklable."""
+
+    scenario: Scenario
+    policy: str
+    knob: float
+    seed: int
 
 
-def _work(job: tuple[str, float | None]) -> RunResult:
-    assert _PREP is not None
-    return run_one(_PREP, job[0], job[1])
+@dataclass(frozen=True)
+class Outcome:
+    """What a sweep keeps of a run."""
+
+    policy: str
+    knob: float
+    seed: int
+    slo_attainment: float
+    gpu_hours_nodes: float
+    gpu_hours_pods: float
+    scale_actions: int
+    requests: int
+    wall_s: float
 
 
-def run_many(prep: Prepared, jobs: list[tuple[str, float | None]], workers: int = 1,
-             on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
-    """Run (policy, knob) jobs, in `workers` forked processes when > 1; results in job order."""
-    global _PREP
-    if workers <= 1 or len(jobs) <= 1:
-        out = []
-        for j in jobs:
-            r = run_one(prep, j[0], j[1])
-            if on_done:
-                on_done(r)
-            out.append(r)
-        return out
-    import multiprocessing as mp
-
-    _PREP = prep
-    try:
-        with mp.get_context("fork").Pool(workers) as pool:
-            res: list[RunResult] = []
-            for r in pool.imap(_work, jobs):
-                if on_done:
-                    on_done(r)
-                res.append(r)
-            return res
-    finally:
-        _PREP = None
+def outcome_of(r: RunResult, job: Job) -> Outcome:
+    # SHIM: RunResult.gpu_hours_nodes / gpu_hours_pods (runner.py, issue 14); today's gpu_hours
+    # bills pods from scheduling, and stands for both until they land.
+    pods = float(getattr(r, "gpu_hours_pods", r.gpu_hours))
+    nodes = float(getattr(r, "gpu_hours_nodes", pods))
+    return Outcome(job.policy, job.knob, job.seed, r.slo_attainment, nodes, pods, r.scale_actions, r.requests, r.wall_s)
 
 
-def spec_of(name: str, queue_lead_knob: str | None = None) -> PolicySpec:
-    return queue_lead_spec(queue_lead_knob) if name == "queue-lead" else POLICIES[name]
+_CACHE: dict[str, Prepared] = {}
 
 
-def sweep_jobs(names: list[str], queue_lead_knob: str | None = None,
-               grids: dict[str, tuple[float, ...]] | None = None) -> list[tuple[str, float | None]]:
-    """(policy, knob) runs of a sweep: each policy over `grids[policy]` or else its default grid."""
-    g = grids or {}
-    return [(n, k) for n in names for k in g.get(n, spec_of(n, queue_lead_knob).grid)]
+def prepared_for(sc: Scenario, seed: int) -> Prepared:
+    """The slice of `sc` for `seed`, prepared once per process (the last one is kept)."""
+    one = replace(sc, seed=seed)
+    key = repr(one)
+    if key not in _CACHE:
+        _CACHE.clear()
+        _CACHE[key] = prepare(one)
+    return _CACHE[key]
+
+
+def run_job(job: Job) -> Outcome:
+    """A sweep's run, executed in a worker."""
+    prep = prepared_for(job.scenario, job.seed)
+    return outcome_of(run_one(prep, job.policy, job.knob), job)
+
+
+def bound_job(sc: Scenario, seed: int) -> list[float]:
+    """One seed's lower bound, GPU-hours on `bound.attainment_grid()`, executed in a worker."""
+    prep = prepared_for(sc, seed)
+    return [float(x) for x in bound_of(prep)]
+
+
+def bound_of(prep: Prepared) -> npt.NDArray[np.float64]:
+    chunks = list(prep.trace.chunks())
+    arrival = np.concatenate([c.arrival for c in chunks]) if chunks else np.zeros(0)
+    n_in = np.concatenate([c.n_in for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+    n_out = np.concatenate([c.n_out for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+    p = prep.profile
+    ttft = prep.scenario.slo.ttft_bound_s(p.idle_ttft_s(n_in))
+    return seed_bound(arrival, n_out, p.work_lower_bound_s(n_in, n_out), ttft, prep.scenario.slo.tpot_s,
+                      prep.trace.duration, prep.scenario.min_replicas, p.gpus_per_replica, tick_s=prep.scenario.dt)
+
+
+def sweep_jobs(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence[int]) -> list[Job]:
+    """Every policy x grid point x seed, seed-major (a worker keeps one seed's slice)."""
+    return [Job(sc, name, k, s) for s in seeds for name, grid in grids.items() for k in grid]
+
+
+@dataclass
+class SweepOutput:
+    outcomes: list[Outcome]
+    bounds: list[list[float]]  # per seed, on bound.attainment_grid()
+    grid: list[float] = field(default_factory=lambda: attainment_grid().tolist())
+
+
+def run_sweep(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence[int], executor: str = "local",
+              jobs: int = 1, on_done: Callable[[], None] | None = None) -> SweepOutput:
+    """Every job of `sweep_jobs` and every seed's bound, through `make_executor(executor, jobs)`."""
+    job_list = sweep_jobs(sc, grids, seeds)
+    with make_executor(executor, jobs) as ex:
+        # each seed's bound just before its runs: a worker mostly keeps the slice it prepared
+        bound_futs: list[Future[list[float]]] = []
+        futs: list[Future[Outcome]] = []
+        for s in seeds:
+            bound_futs.append(ex.submit(bound_job, sc, s))
+            futs += [ex.submit(run_job, j) for j in job_list if j.seed == s]
+        outcomes: list[Outcome] = []
+        for f in futs:
+            outcomes.append(f.result())
+            if on_done is not None:
+                on_done()
+        bounds = [f.result() for f in bound_futs]
+    return SweepOutput(outcomes, bounds)

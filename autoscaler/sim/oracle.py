@@ -1,20 +1,24 @@
-"""The clairvoyant oracle: the cheapest fleet that knows the future and pays the same costs.
+"""A clairvoyant heuristic (registry name `oracle`): NOT a lower bound, and in no published table.
 
-Computed offline from the trace itself:
+It reads the trace's future work per minute and runs a fleet sized for it, with its nodes
+pre-provisioned ahead of the need (`node_floor`) - nodes no other policy gets for free. On a
+trace with second-scale bursts (Azure code) it cannot reach 99 % attainment while a static
+fleet can, so its cost says nothing about what any autoscaler must pay. The provable bound is
+`autoscaler.sim.bound`. What remains in use: `work_per_bin` and `need_replicas` size the fleet
+every policy starts from (`experiment.Prepared.initial_need`), and `OraclePolicy` stays for
+investigations (the runner gives it its node floor).
 
 1. **Need.** Per 60 s bin, the GPU-seconds of work that arrives in it: each request costs its
    prefill (`input * prefill_per_token_s`) plus its share of the decode steps at the replica's
-   best operating batch (`output * step(B*) / B*`, `Profile.capacity_rps`: the largest batch
-   whose TPOT, the prefill sharing the steps included, stays within 50 ms). Replicas needed =
-   work / 60 s / u, where u (the oracle's knob) is the fraction of that capacity it dares to
-   use; the bin before and after count too (a burst at the edge of a bin).
-2. **Schedule.** A replica needed at t must be asked for `model_load_s` before (and its node
-   `node_provision_s` before that: the oracle pre-provisions nodes, which are not billed). A
-   replica idle for a gap shorter than the load time is cheaper kept than restarted, so the
-   schedule is the need's running maximum over the next load time: exactly that bridging rule.
-3. **Cost.** `schedule_cost()` is the GPU-seconds of the schedule with every start paying its
-   load time (the lower bound); `OraclePolicy` runs the same schedule through the simulator, so
-   its SLO attainment is measured like everybody's.
+   best operating batch (`output * step(B*) / B*`, `Profile.capacity_rps`). Replicas needed =
+   work / 60 s / u (u, its knob, the fraction of that capacity it dares to use); the bin before
+   and after count too (a burst at the edge of a bin).
+2. **Schedule.** A replica needed at t is asked for `model_load_s` before (its node
+   `node_provision_s` before that, pre-provisioned and not billed). A replica idle for a gap
+   shorter than the load time is kept: the need's running maximum over the next load time.
+3. **Cost.** `schedule_cost()` is the GPU-seconds of that schedule with every start paying its
+   load time: the cheapest schedule covering this heuristic's need, not a bound on the cost of
+   meeting the SLO.
 """
 
 from __future__ import annotations

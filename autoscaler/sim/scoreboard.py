@@ -1,12 +1,18 @@
-"""The scoreboard: one row per policy, the cost to reach 99 % attainment, JSON and Markdown."""
+"""The scoreboard: a table of single runs, and the published document of a seeded sweep
+(docs/benchmark.md: its JSON schema and Markdown table)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from rich.table import Table
 
+from autoscaler.sim.bound import LowerBound, combine
+from autoscaler.sim.experiment import Outcome, Protocol, Scenario, SweepOutput
+from autoscaler.sim.frontier import cost_at_with_ci, mean_ci
 from autoscaler.sim.runner import RunResult
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -20,6 +26,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("direction_flips_10min", "flips<10m"),
     ("peak_replicas", "peak"),
 )
+METRICS: dict[str, tuple[float, float]] = {  # each with its range (intervals are clipped to it)
+    "slo_attainment": (0.0, 1.0), "gpu_hours_nodes": (0.0, math.inf), "gpu_hours_pods": (0.0, math.inf),
+    "scale_actions": (0.0, math.inf)}
 
 
 def _fmt(key: str, v: Any) -> str:
@@ -34,51 +43,146 @@ def _fmt(key: str, v: Any) -> str:
     return str(v)
 
 
-def to_json(results: dict[str, RunResult], sweeps: dict[str, list[RunResult]] | None, meta: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"meta": meta, "policies": {k: r.summary() for k, r in results.items()}}
-    if sweeps is not None:
-        cost: dict[str, float | None] = {}
-        knob: dict[str, float | None] = {}
-        for name, runs in sweeps.items():
-            best = cheapest(runs)
-            cost[name] = best.gpu_hours if best else None
-            knob[name] = best.knob if best else None
-        out["cost_at_99"] = cost
-        out["knob_at_99"] = knob
-        out["sweeps"] = {k: [r.summary() for r in v] for k, v in sweeps.items()}
-    return out
+# --------------------------------------------------------------------------- single runs
 
 
-def cheapest(runs: list[RunResult], target: float = 0.99) -> RunResult | None:
-    ok = [r for r in runs if r.slo_attainment >= target]
-    return min(ok, key=lambda r: r.gpu_hours) if ok else None
+def to_json(results: dict[str, RunResult], meta: dict[str, Any]) -> dict[str, Any]:
+    return {"meta": meta, "policies": {k: r.summary() for k, r in results.items()}}
 
 
-def rich_table(results: dict[str, RunResult], sweeps: dict[str, list[RunResult]] | None, title: str) -> Table:
+def rich_table(results: dict[str, RunResult], title: str) -> Table:
     t = Table(title=title)
     t.add_column("policy")
     t.add_column("knob", justify="right")
     for _, head in COLUMNS:
         t.add_column(head, justify="right")
-    if sweeps is not None:
-        t.add_column("GPU-h @99%", justify="right")
-        t.add_column("knob @99%", justify="right")
     for name, r in results.items():
-        row = [name, _fmt("knob", r.knob)] + [_fmt(k, getattr(r, k)) for k, _ in COLUMNS]
-        if sweeps is not None:
-            best = cheapest(sweeps.get(name, []))
-            row += [_fmt("gpu_hours", best.gpu_hours) if best else "not reached", _fmt("knob", best.knob) if best else "-"]
-        t.add_row(*row)
+        t.add_row(name, _fmt("knob", r.knob), *[_fmt(k, getattr(r, k)) for k, _ in COLUMNS])
     return t
 
 
-def markdown(results: dict[str, RunResult], sweeps: dict[str, list[RunResult]] | None) -> str:
-    heads = ["policy", "knob"] + [h for _, h in COLUMNS] + (["GPU-h @99%", "knob @99%"] if sweeps is not None else [])
+def markdown(results: dict[str, RunResult]) -> str:
+    heads = ["policy", "knob"] + [h for _, h in COLUMNS]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for name, r in results.items():
         row = [name, _fmt("knob", r.knob)] + [_fmt(k, getattr(r, k)) for k, _ in COLUMNS]
-        if sweeps is not None:
-            best = cheapest(sweeps.get(name, []))
-            row += [_fmt("gpu_hours", best.gpu_hours) if best else "not reached", _fmt("knob", best.knob) if best else "-"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- a sweep
+
+
+def sweep_document(sc: Scenario, protocol: Protocol, grids: dict[str, tuple[float, ...]], seeds: Sequence[int],
+                   out: SweepOutput, knob_names: dict[str, str], preregistered: bool,
+                   meta: dict[str, Any]) -> dict[str, Any]:
+    """The published JSON of a sweep (schema: docs/benchmark.md)."""
+    targets = protocol.targets
+    bound = lower_bound(out)
+    policies: dict[str, Any] = {}
+    for name, grid in grids.items():
+        policies[name] = policy_entry(name, grid, seeds, out.outcomes, targets, knob_names.get(name, "knob"))
+    return {
+        "scenario": sc.name,
+        "slo": {**sc.slo.as_dict(), "attainment_targets": list(targets)},
+        "protocol": protocol.provenance(seeds, max((len(g) for g in grids.values()), default=0)),
+        "preregistered": preregistered,
+        "lower_bound": {"cost_at": bound.cost_at(targets), "curve": {"attainment": list(bound.a),
+                                                                      "gpu_hours": list(bound.gpu_hours)}},
+        "policies": policies,
+        "meta": meta,
+    }
+
+
+def lower_bound(out: SweepOutput) -> LowerBound:
+    return combine(np.asarray(out.grid), [np.asarray(b) for b in out.bounds])
+
+
+def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcomes: Sequence[Outcome],
+                 targets: Sequence[float], knob_name: str) -> dict[str, Any]:
+    mine = [o for o in outcomes if o.policy == name]
+    points: list[dict[str, Any]] = []
+    mean_pts: list[tuple[float, float]] = []
+    seed_pts: dict[int, list[tuple[float, float]]] = {s: [] for s in seeds}
+    for k in grid:
+        runs = sorted((o for o in mine if o.knob == k), key=lambda o: o.seed)
+        point: dict[str, Any] = {"knob": k, "seeds": [o.seed for o in runs]}
+        for metric, (lo, hi) in METRICS.items():
+            point[metric] = mean_ci([float(getattr(o, metric)) for o in runs], lo, hi)
+        points.append(point)
+        mean_pts.append((point["gpu_hours_nodes"]["mean"], point["slo_attainment"]["mean"]))
+        for o in runs:
+            seed_pts[o.seed].append((o.gpu_hours_nodes, o.slo_attainment))
+    cost = {f"{t:g}": cost_at_with_ci(mean_pts, list(seed_pts.values()), t) for t in targets}
+    return {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost}
+
+
+# --------------------------------------------------------------------------- its Markdown
+
+
+def _interval(v: dict[str, Any] | None, digits: int = 3) -> str:
+    if v is None:
+        return "not reached"
+    ci = v.get("ci95")
+    text = f"{v['mean']:.{digits}g}"
+    return text + (f" [{ci[0]:.{digits}g}, {ci[1]:.{digits}g}]" if ci else " [-]")
+
+
+def nearest_point(entry: dict[str, Any], target: float) -> dict[str, Any]:
+    return min(entry["points"], key=lambda p: abs(p["slo_attainment"]["mean"] - target))
+
+
+def sweep_markdown(doc: dict[str, Any]) -> str:
+    """The scenario's table: cost at each target with intervals, and the point nearest the last."""
+    targets = [float(t) for t in doc["slo"]["attainment_targets"]]
+    near = targets[-1]
+    heads = ["policy"] + [f"node GPU-h @{100 * t:g} %" for t in targets] + [
+        f"knob @~{100 * near:g} %", "SLO %", "node GPU-h", "pod GPU-h", "scale actions"]
+    lines = [f"## {doc['scenario']}", "",
+             f"Protocol `{doc['protocol']['path']}` (sha256 {doc['protocol']['sha256'][:12]}), seeds "
+             f"{doc['protocol']['seeds']}, {doc['protocol']['grid_points']} grid points per policy"
+             + ("" if doc.get("preregistered") else " - NOT PREREGISTERED (exploratory grid or settings)") + ".",
+             f"SLO: {_slo_text(doc['slo'])}. Means over seeds, 95 % Student-t intervals in brackets "
+             "(docs/benchmark.md).", "",
+             "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for name, entry in doc["policies"].items():
+        p = nearest_point(entry, near)
+        row = [name] + [_interval(entry["cost_at"].get(f"{t:g}")) for t in targets] + [
+            f"{p['knob']:g}", _interval({"mean": 100 * p["slo_attainment"]["mean"], "ci95": _pct(p["slo_attainment"])},
+                                        4),
+            _interval(p["gpu_hours_nodes"]), _interval(p["gpu_hours_pods"]), _interval(p["scale_actions"])]
+        lines.append("| " + " | ".join(row) + " |")
+    lb = doc["lower_bound"]["cost_at"]
+    lines.append("| lower bound | " + " | ".join(f"{lb[f'{t:g}']:.3g}" for t in targets) + " | - | - | - | - | - |")
+    lines += ["", winners_line(doc), ""]
+    return "\n".join(lines)
+
+
+def _pct(v: dict[str, Any]) -> list[float] | None:
+    ci = v.get("ci95")
+    return None if ci is None else [100 * ci[0], 100 * ci[1]]
+
+
+def _slo_text(slo: dict[str, Any]) -> str:
+    ttft = f"TTFT <= {slo['ttft_s']:g} s"
+    if slo.get("ttft_idle_factor") is not None:
+        ttft = f"TTFT <= max({slo['ttft_s']:g} s, {slo['ttft_idle_factor']:g} x the prompt's idle-replica TTFT)"
+    return f"{ttft} and TPOT <= {slo['tpot_s']:g} s"
+
+
+def winners_line(doc: dict[str, Any], ours: str = "queue-lead") -> str:
+    """Where a baseline is cheaper than `ours` (on the means), said plainly."""
+    targets = [f"{float(t):g}" for t in doc["slo"]["attainment_targets"]]
+    pols = doc["policies"]
+    if ours not in pols:
+        return f"({ours} was not run.)"
+    parts: list[str] = []
+    for t in targets:
+        mine = pols[ours]["cost_at"].get(t)
+        better = [n for n, e in pols.items() if n != ours and e["cost_at"].get(t) is not None
+                  and (mine is None or e["cost_at"][t]["mean"] < mine["mean"])]
+        if better:
+            parts.append(f"at {100 * float(t):g} %: {', '.join(better)}")
+    if not parts:
+        return f"No baseline is cheaper than {ours} at any target (means)."
+    return f"Baselines cheaper than {ours} (means; check the intervals): " + "; ".join(parts) + "."

@@ -425,10 +425,48 @@ class MaterializedTrace(Trace):
         return self.inner.describe()
 
 
+class InputScaledTrace(Trace):
+    """Another trace with every prompt `factor` times as long (rounded, at least 1 token, at most
+    MAX_TOKENS); arrivals and output lengths unchanged. A synthetic stress (scenario field
+    `input_scale`), e.g. long-context prompts on a real arrival process."""
+
+    def __init__(self, inner: Trace, factor: float) -> None:
+        if not (math.isfinite(factor) and 0.0 < factor <= 1000.0):
+            raise ValueError(f"input_scale = {factor!r} is out of range (allowed: > 0, <= 1000)")
+        self.inner = inner
+        self.factor = factor
+        self.name, self.start, self.duration, self.scale = inner.name, inner.start, inner.duration, inner.scale
+
+    def _scaled(self, n_in: I) -> I:
+        out: I = np.clip(np.rint(n_in * self.factor), 1, MAX_TOKENS).astype(np.int64)
+        return out
+
+    def chunks(self) -> Iterator[Chunk]:
+        for c in self.inner.chunks():
+            yield Chunk(c.arrival, self._scaled(c.n_in), c.n_out)
+
+    def peak_rate(self) -> float:
+        return self.inner.peak_rate()
+
+    def mean_lengths(self) -> tuple[float, float]:
+        mean_in, mean_out = self.inner.mean_lengths()
+        return mean_in * self.factor, mean_out
+
+    def expected_requests(self) -> float:
+        return self.inner.expected_requests()
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} prompts x{self.factor:g}"
+
+
 def open_trace(path: str | Path, start: float = 0.0, duration: float | None = None, scale: float = 1.0,
-               seed: int = 0) -> Trace:
-    """A CSV file (canonical format) or a ServeGen prefix / `*_client_windows.csv.gz` file."""
+               seed: int = 0, input_scale: float = 1.0) -> Trace:
+    """A CSV file (canonical format) or a ServeGen prefix / `*_client_windows.csv.gz` file;
+    with `input_scale` != 1 every prompt is that many times as long (`InputScaledTrace`)."""
     p = str(path)
+    inner: Trace
     if p.endswith("_client_windows.csv.gz") or Path(p + "_client_windows.csv.gz").exists():
-        return ServeGenTrace(p, start, duration, scale, seed)
-    return CsvTrace(p, start, duration, scale, seed)
+        inner = ServeGenTrace(p, start, duration, scale, seed)
+    else:
+        inner = CsvTrace(p, start, duration, scale, seed)
+    return inner if input_scale == 1.0 else InputScaledTrace(inner, input_scale)

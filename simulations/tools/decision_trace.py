@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--rate-scale", type=float, default=None)
     ap.add_argument("--max-replicas", type=int, default=None)
     ap.add_argument("--dt", type=float, default=None)
-    ap.add_argument("--knob", type=float, default=None, help="queue-lead knob (scenario's queue_lead_knob)")
+    ap.add_argument("--knob", type=float, default=None, help="queue-lead knob (target_running_per_replica)")
     ap.add_argument("--set", action="append", default=[], help="PolicyParams override KEY=VALUE")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()

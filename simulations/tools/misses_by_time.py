@@ -3,11 +3,10 @@ window of ARRIVAL time, the requests that arrived and how many of them missed th
 run, with the ready replicas at the window's start:
 
     python simulations/tools/misses_by_time.py --scenario simulations/scenarios/azure-code.yaml \\
-        --run queue-lead=96 --run queue-lead=32 --run oracle=0.22 --run static-peak=3.5 \\
-        --window-s 300 --out simulations/results/azure-code-misses.md
+        --run queue-lead=96 --run queue-lead=32 --run static=3.5 --window-s 300 --out /tmp/misses.md
 
-Used for the Azure code finding in simulations/README.md: every autoscaler (the clairvoyant
-oracle included) misses in the first minutes, before a replica asked for at t = 0 can serve.
+An investigation tool (not part of `make experiments`): e.g. on Azure code every autoscaler
+misses in the first minutes, before a replica asked for at t = 0 can serve.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autoscaler.sim.experiment import Scenario, prepare, run_one
-from autoscaler.sim.policies import POLICIES
+from autoscaler.sim.experiment import Scenario, known_policies, known_policy, prepare, run_one
 from autoscaler.sim.runner import SERIES_S, RunResult
 
 
@@ -26,8 +24,8 @@ def parse_run(text: str) -> tuple[str, float]:
     name, sep, knob = text.partition("=")
     if not sep:
         raise ValueError(f"--run {text!r}: expected POLICY=KNOB, e.g. queue-lead=96")
-    if name not in POLICIES:
-        raise ValueError(f"--run {text!r}: unknown policy {name!r}; known: {', '.join(POLICIES)}")
+    if not known_policy(name):
+        raise ValueError(f"--run {text!r}: unknown policy {name!r}; known: {', '.join(known_policies())}")
     try:
         return name, float(knob)
     except ValueError:

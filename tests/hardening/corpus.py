@@ -296,13 +296,21 @@ SCENARIO_EXTRAS: dict[str, str] = {
     "seed-negative": "seed: -1",
     "seed-string": "seed: abc",
     "max-nodes-huge": "max_nodes: 1000000000000000000000000",
-    "slo-nan": "slo_ttft_s: .nan",
-    "slo-inf": "slo_tpot_s: .inf",
+    "slo-nan": "slo: {ttft_s: .nan}",
+    "slo-inf": "slo: {tpot_s: .inf}",
+    "slo-list": "slo: [1, 2]",
+    "slo-unknown-key": "slo: {ttft: 2}",
+    "slo-idle-factor-huge": "slo: {ttft_idle_factor: 1e300}",
+    "slo-old-key": "slo_ttft_s: 2",
+    "input-scale-nan": "input_scale: .nan",
+    "input-scale-huge": "input_scale: 1e300",
+    "input-scale-string": "input_scale: x",
     "policies-int": "policies: 5",
     "policies-unknown": "policies: [bogus]",
     "queue-lead-unknown": "queue_lead: {bogus: 1}",
     "queue-lead-nan": "policies: [queue-lead]\nqueue_lead: {target_kv_cache_usage_ratio: .nan}",
     "queue-lead-knob-unknown": "policies: [queue-lead]\nqueue_lead_knob: bogus",
+    "knobs-any": "knobs: {static: [1]}",
     "knobs-negative": "knobs: {hpa-queue: [-1]}",
     "knobs-huge": "policies: [static-peak]\nknobs: {static-peak: [1e300]}",
     "profile-devzero": "profile: /dev/zero",
@@ -421,6 +429,13 @@ def build(folder: Path, *, write_files: bool = True) -> list[Case]:
         argv = ("simulate", "--trace", str(good_trace), "--policy", policy, flag, value, *extra)
         cases.append(Case(f"simulate-flag/{flag}={value[:20]}", argv if flag == "--knobs" else (*base, flag, value)))
     cases.append(Case("simulate-flag/--jobs=huge", (*base, "--sweep", "--knobs", "hpa-queue=2", "--jobs", "9" * 12)))
+    for seeds in ("0", "-1", "9" * 30):
+        cases.append(Case(f"simulate-flag/--seeds={seeds[:20]}", (*base, "--sweep", "--knobs", "hpa-queue=2",
+                                                                 "--seeds", seeds)))
+    cases.append(Case("simulate-flag/--seeds-without-sweep", (*base, "--seeds", "2")))
+    cases.append(Case("simulate-flag/--executor=unknown", (*base, "--sweep", "--knobs", "hpa-queue=2",
+                                                           "--executor", "tcp://" + "x" * 300)))
+    cases.append(Case("simulate-flag/--policy-without-grid", (*base, "--sweep")))
     cases.append(Case("simulate-flag/static-peak-beyond-cluster",
                       ("simulate", "--trace", str(good_trace), "--policy", "static-peak", "--sweep", "--knobs",
                        "static-peak=1000")))

@@ -197,8 +197,8 @@ def test_csv_traces_read_or_fail_with_value_error(tmp_path_factory: pytest.TempP
 SCENARIO_VALUES = st.one_of(JSON_SCALARS, st.sampled_from([".nan", ".inf", "1e-300", "[1, 2]", "{a: 1}", "9" * 400,
                                                            "[queue-lead, bogus]", "{static-peak: [1e300]}"]))
 SCENARIO_KEYS = ["name", "trace", "profile", "profile_overrides", "start", "duration", "rate_scale", "peak_replicas",
-                 "dt", "min_replicas", "max_replicas", "max_nodes", "seed", "slo_ttft_s", "slo_tpot_s", "queue_lead",
-                 "queue_lead_knob", "policies", "knobs", "bogus"]
+                 "dt", "min_replicas", "max_replicas", "max_nodes", "seed", "slo", "input_scale", "queue_lead",
+                 "policies", "knobs", "bogus"]
 
 
 def _yaml_value(v: Any) -> str:

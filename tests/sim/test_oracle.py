@@ -1,4 +1,5 @@
-"""The oracle's schedule is a lower bound: no schedule covering the need costs less."""
+"""The clairvoyant heuristic's schedule: no schedule covering ITS need costs less (it is not a bound
+on meeting the SLO: autoscaler.sim.bound is)."""
 
 from __future__ import annotations
 

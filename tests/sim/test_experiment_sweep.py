@@ -1,0 +1,224 @@
+"""The seeded sweep end to end (a tiny exploratory grid), the JSON against the schema documented
+in docs/benchmark.md, the protocol and the scenario files it names."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from autoscaler.cli import main
+from autoscaler.sim.experiment import REPO, Job, Scenario, load_protocol, sweep_jobs
+from autoscaler.sim.traces import open_trace
+
+SCENARIOS = REPO / "simulations" / "scenarios"
+DEMO = str(SCENARIOS / "demo.yaml")
+
+
+def _schema() -> dict[str, Any]:
+    text = (REPO / "docs" / "benchmark.md").read_text()
+    block = re.search(r"```json\n(.*?)\n```", text, re.S)
+    assert block, "docs/benchmark.md holds the schema in a ```json block"
+    doc: dict[str, Any] = json.loads(block.group(1))
+    return doc
+
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def _type_ok(value: Any, name: str) -> bool:
+    if name == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, _TYPES[name])
+
+
+def validate(value: Any, schema: dict[str, Any], root: dict[str, Any], where: str = "$") -> None:
+    """The JSON Schema subset docs/benchmark.md uses: type, required, properties,
+    additionalProperties, items, minItems, maxItems, oneOf, $ref."""
+    if "$ref" in schema:
+        validate(value, root["$defs"][schema["$ref"].split("/")[-1]], root, where)
+        return
+    if "oneOf" in schema:
+        ok = 0
+        for sub in schema["oneOf"]:
+            try:
+                validate(value, sub, root, where)
+                ok += 1
+            except AssertionError:
+                pass
+        assert ok == 1, f"{where}: matches {ok} of oneOf"
+        return
+    types = schema.get("type")
+    if types is not None:
+        names = types if isinstance(types, list) else [types]
+        assert any(_type_ok(value, t) for t in names), f"{where}: {value!r} is not {types}"
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            assert key in value, f"{where}: missing {key}"
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for key, v in value.items():
+            if key in props:
+                validate(v, props[key], root, f"{where}.{key}")
+            elif extra is False:
+                raise AssertionError(f"{where}: unexpected key {key}")
+            elif isinstance(extra, dict):
+                validate(v, extra, root, f"{where}.{key}")
+    if isinstance(value, list):
+        assert len(value) >= schema.get("minItems", 0), where
+        assert len(value) <= schema.get("maxItems", len(value)), where
+        for i, v in enumerate(value):
+            if "items" in schema:
+                validate(v, schema["items"], root, f"{where}[{i}]")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("sweep")
+    res = CliRunner().invoke(main, [
+        "simulate", "--scenario", DEMO, "--duration", "240", "--sweep", "--seeds", "2", "--jobs", "2",
+        "--policy", "static", "--policy", "queue-lead", "--knobs", "static=0.5,1,2", "--knobs", "queue-lead=64,160",
+        "--json", str(out / "s.json"), "--markdown", str(out / "s.md"), "--plot", str(out / "s.png")])
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "s.json").read_text()), out
+
+
+def test_the_sweep_document_follows_the_documented_schema(swept: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = swept
+    schema = _schema()
+    validate(doc, schema, schema)
+    bad = json.loads(json.dumps(doc))
+    del bad["policies"]["static"]["points"][0]["gpu_hours_pods"]
+    with pytest.raises(AssertionError, match="missing gpu_hours_pods"):
+        validate(bad, schema, schema)
+
+
+def test_an_exploratory_sweep_is_marked_and_runs_every_point_with_every_seed(
+        swept: tuple[dict[str, Any], Path]) -> None:
+    doc, out = swept
+    assert doc["preregistered"] is False
+    assert doc["protocol"]["seeds"] == [0, 1] and doc["protocol"]["path"] == "simulations/preregistered.yaml"
+    assert len(doc["protocol"]["sha256"]) == 64
+    assert doc["policies"]["static"]["grid"] == [0.5, 1.0, 2.0]
+    for entry in doc["policies"].values():
+        assert [p["seeds"] for p in entry["points"]] == [[0, 1]] * len(entry["grid"])
+    # the static fleet at 2 x the peak need costs twice the one at 1 x (6 -> 12 replicas, 240 s)
+    pts = doc["policies"]["static"]["points"]
+    assert pts[2]["gpu_hours_pods"]["mean"] == pytest.approx(2 * pts[1]["gpu_hours_pods"]["mean"])
+    assert pts[1]["scale_actions"] == {"mean": 0.0, "ci95": [0.0, 0.0]}
+    md = (out / "s.md").read_text()
+    assert "NOT PREREGISTERED" in md and "| lower bound |" in md and "| static |" in md
+    assert (out / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_bound_is_below_every_policy_in_the_document(swept: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = swept
+    lb = doc["lower_bound"]["cost_at"]
+    assert 0.0 < lb["0.9"] <= lb["0.95"] <= lb["0.99"]
+    for entry in doc["policies"].values():
+        for t, cost in entry["cost_at"].items():
+            assert cost is None or lb[t] <= cost["mean"]
+
+
+def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
+    import importlib.util
+
+    doc, _ = swept
+    spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
+    assert spec and spec.loader
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    (tmp_path / "x.json").write_text(json.dumps(doc))
+    (tmp_path / "calibration.json").write_text("{}")
+    assert tool.load(tmp_path) == []
+    (tmp_path / "x.json").write_text(json.dumps({**doc, "preregistered": True}))
+    assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
+    text = (tmp_path / "summary.md").read_text()
+    assert "## demo" in text and "| lower bound |" in text and "| queue-lead |" in text
+
+
+def test_the_protocol_names_scenario_files_that_read_the_repository_traces() -> None:
+    proto = load_protocol()
+    assert proto.grid_points == 8 and proto.seeds == (0, 1, 2) and proto.targets == (0.9, 0.95, 0.99)
+    assert all(len(g) == 8 for g in proto.grids.values())
+    tuning = sorted(SCENARIOS.glob("tuning-*.yaml"))
+    assert len(tuning) == len(proto.tuning)
+    slices = {(str(REPO / t["trace"]), float(t["start"]), float(t["duration"])) for t in proto.tuning}
+    assert {(sc.trace, sc.start, sc.duration) for sc in map(Scenario.load, tuning)} == slices
+    for name in proto.evaluation:
+        sc = Scenario.load(SCENARIOS / f"{name}.yaml")
+        assert sc.name == name
+    for path in SCENARIOS.glob("*.yaml"):
+        sc = Scenario.load(path)
+        assert sc.trace.startswith(str(REPO / "simulations" / "data")), path
+
+
+def test_a_scenario_with_a_knob_grid_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text("trace: simulations/data/azure2023-conv-20min.csv\nknobs:\n  static: [1, 2]\n")
+    with pytest.raises(ValueError, match="a scenario holds no knob grid"):
+        Scenario.load(p)
+    p.write_text("trace: simulations/data/azure2023-conv-20min.csv\nslo: {ttft_s: 2, tpot: 0.1}\n")
+    with pytest.raises(ValueError, match="unknown slo key"):
+        Scenario.load(p)
+    p.write_text("trace: simulations/data/azure2023-conv-20min.csv\nslo: {ttft_s: .nan}\n")
+    with pytest.raises(ValueError, match=r"slo.ttft_s = nan is out of range"):
+        Scenario.load(p)
+
+
+def test_jobs_are_plain_picklable_data_seed_major() -> None:
+    sc = Scenario.load(DEMO)
+    jobs = sweep_jobs(sc, {"static": (1.0, 2.0), "kpa": (16.0,)}, [0, 1])
+    assert [(j.policy, j.knob, j.seed) for j in jobs] == [
+        ("static", 1.0, 0), ("static", 2.0, 0), ("kpa", 16.0, 0), ("static", 1.0, 1), ("static", 2.0, 1),
+        ("kpa", 16.0, 1)]
+    assert pickle.loads(pickle.dumps(jobs[0])) == jobs[0] and isinstance(jobs[0], Job)
+
+
+def test_input_scale_multiplies_every_prompt(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n0.0,100,10\n1.0,3,5\n")
+    base = open_trace(trace, 0.0, 10.0)
+    long = open_trace(trace, 0.0, 10.0, input_scale=4.0)
+    got = np.concatenate([c.n_in for c in long.chunks()])
+    assert got.tolist() == [400, 12]
+    assert long.mean_lengths() == (base.mean_lengths()[0] * 4, base.mean_lengths()[1])
+    assert np.concatenate([c.n_out for c in long.chunks()]).tolist() == [10, 5]
+    with pytest.raises(ValueError, match="input_scale"):
+        open_trace(trace, 0.0, 10.0, input_scale=float("nan"))
+
+
+def test_the_table_names_every_baseline_cheaper_than_ours() -> None:
+    from autoscaler.sim.scoreboard import winners_line
+
+    def cost(v: float | None) -> dict[str, Any] | None:
+        return None if v is None else {"mean": v, "ci95": None}
+
+    doc = {"slo": {"attainment_targets": [0.9, 0.99]}, "policies": {
+        "queue-lead": {"cost_at": {"0.9": cost(5.0), "0.99": cost(None)}},
+        "static": {"cost_at": {"0.9": cost(6.0), "0.99": cost(9.0)}},
+        "kpa": {"cost_at": {"0.9": cost(4.0), "0.99": cost(None)}}}}
+    assert winners_line(doc) == ("Baselines cheaper than queue-lead (means; check the intervals): at 90 %: kpa; "
+                                 "at 99 %: static.")
+    doc["policies"]["kpa"]["cost_at"]["0.9"] = cost(7.0)
+    doc["policies"]["static"]["cost_at"]["0.99"] = None
+    assert winners_line(doc) == "No baseline is cheaper than queue-lead at any target (means)."
+
+
+def test_every_published_document_follows_the_schema() -> None:
+    docs = [json.loads(p.read_text()) for p in sorted((REPO / "simulations" / "results").glob("*.json"))]
+    docs = [d for d in docs if isinstance(d, dict) and "lower_bound" in d]
+    if not docs:
+        pytest.skip("no published result of the new schema yet")
+    schema = _schema()
+    for doc in docs:
+        validate(doc, schema, schema, doc.get("scenario", "$"))
+        assert doc["preregistered"] is True, doc["scenario"]
