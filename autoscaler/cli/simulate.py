@@ -170,9 +170,9 @@ def _single(sc: Scenario, prep: Prepared, json_out: str | None, md_out: str | No
 
 def _check_static(sc: Scenario, prep: Prepared, name: str, grid: list[float]) -> None:
     """A fixed fleet must fit the simulated cluster (it has max_replicas + 8 pods)."""
-    from autoscaler.sim.experiment import STATIC_NAMES, default_knob, static_replicas
+    from autoscaler.sim.experiment import default_knob, registry_name, static_replicas
 
-    if name not in STATIC_NAMES:
+    if registry_name(name) != "static":
         return
     for k in grid or [default_knob(sc, name)]:
         n = static_replicas(k, prep.peak_need)

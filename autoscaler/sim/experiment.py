@@ -11,7 +11,6 @@ same job runs the same way in a local process pool or on a cluster. Each seed's 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -27,7 +26,7 @@ from autoscaler.sim import policies as registry
 from autoscaler.sim.bound import attainment_grid, seed_bound
 from autoscaler.sim.executor import make_executor
 from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, work_per_bin
-from autoscaler.sim.policies import POLICIES, make_policy
+from autoscaler.sim.policies import POLICIES, canonical, make_policy, queue_lead_spec
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
@@ -44,18 +43,12 @@ INITIAL_FLEET_U: Final = 0.85
 QUEUE_LEAD_KNOB: Final = "target_running_per_replica"
 """The PolicyParams field queue-lead's protocol grid sets."""
 
-# SHIM until the policy registry of issue 14 lands (autoscaler/sim/policies.py with the protocol's
-# names and SCOREBOARD): protocol name -> today's registry name. `hpa` (waiting + running) has no
-# policy of its own yet and runs as today's hpa-queue (waiting only). Delete after the merge.
-_LEGACY_NAMES: Final = {"hpa": "hpa-queue", "hpa-waiting": "hpa-queue", "static": "static-peak"}
-_LEGACY_SCOREBOARD: Final = ("queue-lead", "hpa", "hpa-waiting", "keda", "kpa", "ray", "aibrix-apa", "wva", "static")
-SCOREBOARD: Final[tuple[str, ...]] = tuple(getattr(registry, "SCOREBOARD", _LEGACY_SCOREBOARD))
-STATIC_NAMES: Final = frozenset({"static", "static-peak"})
+SCOREBOARD: Final[tuple[str, ...]] = registry.SCOREBOARD
 
 
 def registry_name(name: str) -> str:
-    """The registry's name of a policy (identity once the new registry has landed)."""
-    return name if name in POLICIES else _LEGACY_NAMES.get(name, name)
+    """The registry's name of a policy (old names such as `static-peak` are aliases)."""
+    return canonical(name)
 
 
 def known_policy(name: str) -> bool:
@@ -143,22 +136,10 @@ class SloSpec:
     def as_dict(self) -> dict[str, Any]:
         return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "ttft_idle_factor": self.ttft_idle_factor}
 
-    def ttft_bound_s(self, idle_ttft_s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        """Per request, from its idle-replica TTFT (same semantics as `stats.Slo.ttft_bound_s`)."""
-        if self.ttft_idle_factor is None:
-            return np.full(idle_ttft_s.shape, float(self.ttft_s))
-        out: npt.NDArray[np.float64] = np.maximum(self.ttft_s, self.ttft_idle_factor * idle_ttft_s)
-        return out
-
     def simulator_slo(self) -> Slo:
-        """The runner's `Slo`. SHIM: a length-aware TTFT needs `Slo.ttft_idle_factor` (stats.py,
-        issue 14); until it lands such a scenario is refused instead of measured against ttft_s."""
-        kw: dict[str, Any] = {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s}
-        if self.ttft_idle_factor is not None:
-            if "ttft_idle_factor" not in {f.name for f in fields(Slo)}:
-                raise ValueError("slo.ttft_idle_factor needs stats.Slo.ttft_idle_factor, which this build lacks")
-            kw["ttft_idle_factor"] = self.ttft_idle_factor
-        return Slo(**kw)
+        """The runner's `Slo`: the one definition of a request's TTFT bound (`Slo.ttft_bound_s`),
+        which the lower bound uses too."""
+        return Slo(ttft_s=self.ttft_s, tpot_s=self.tpot_s, ttft_idle_factor=self.ttft_idle_factor)
 
     @staticmethod
     def parse(raw: Any, where: str) -> SloSpec:
@@ -368,10 +349,7 @@ def prepare(sc: Scenario) -> Prepared:
     peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
     work = work_per_bin(trace, profile)
     cfg = RunConfig(dt=sc.dt, min_replicas=sc.min_replicas, max_replicas=sc.max_replicas, initial_replicas=1,
-                    max_nodes=sc.max_nodes, slo=sc.slo.simulator_slo())
-    if "seed" in {f.name for f in fields(RunConfig)}:  # SHIM: RunConfig.seed (runner.py, issue 14)
-        seeded: dict[str, Any] = {"seed": sc.seed}
-        cfg = replace(cfg, **seeded)
+                    max_nodes=sc.max_nodes, slo=sc.slo.simulator_slo(), seed=sc.seed)
     prep = Prepared(sc, trace, profile, mu, peak_need, work, cfg)
     # Every policy starts from the fleet a controller running before the slice would have: the
     # work heuristic's need at u = 0.85 over the first lead time (node provisioning + model load,
@@ -389,15 +367,10 @@ def static_replicas(knob: float, peak_need: int) -> int:
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
     sc = prep.scenario
     reg = registry_name(name)
-    kw: dict[str, Any] = {}
-    accepted = inspect.signature(make_policy).parameters  # SHIM: today's registry takes these two
-    if "oracle_factory" in accepted:
-        kw["oracle_factory"] = prep.clairvoyant
-    if "queue_lead_knob" in accepted:
-        kw["queue_lead_knob"] = QUEUE_LEAD_KNOB
-    pol = make_policy(reg, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need, **kw)
+    pol = make_policy(reg, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need,
+                      oracle_factory=prep.clairvoyant, queue_lead_knob=QUEUE_LEAD_KNOB)
     cfg = prep.cfg
-    if name in STATIC_NAMES:
+    if reg == "static":
         n = getattr(pol, "replicas", cfg.initial_replicas)
         cfg = replace(cfg, initial_replicas=n, min_nodes=n)
     return pol, cfg
@@ -406,8 +379,7 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
 def default_knob(sc: Scenario, name: str) -> float:
     """The knob a policy runs at when none is given: queue-lead's scenario setting, else the default."""
     if name == "queue-lead":
-        # SHIM: today's registry keeps the batch target's spec apart (QUEUE_LEAD_KNOBS)
-        spec = getattr(registry, "QUEUE_LEAD_KNOBS", {}).get(QUEUE_LEAD_KNOB, POLICIES["queue-lead"])
+        spec = queue_lead_spec(QUEUE_LEAD_KNOB)
         return float(sc.queue_lead.get(QUEUE_LEAD_KNOB, spec.default))
     return POLICIES[registry_name(name)].default
 
@@ -448,10 +420,8 @@ class Outcome:
 
 
 def outcome_of(r: RunResult, job: Job) -> Outcome:
-    # SHIM: RunResult.gpu_hours_nodes / gpu_hours_pods (runner.py, issue 14); today's gpu_hours
-    # bills pods from scheduling, and stands for both until they land.
-    pods = float(getattr(r, "gpu_hours_pods", r.gpu_hours))
-    nodes = float(getattr(r, "gpu_hours_nodes", pods))
+    pods = float(r.gpu_hours_pods if r.gpu_hours_pods is not None else r.gpu_hours)
+    nodes = float(r.gpu_hours_nodes if r.gpu_hours_nodes is not None else pods)
     return Outcome(job.policy, job.knob, job.seed, r.slo_attainment, nodes, pods, r.scale_actions, r.requests, r.wall_s)
 
 
@@ -486,7 +456,7 @@ def bound_of(prep: Prepared) -> npt.NDArray[np.float64]:
     n_in = np.concatenate([c.n_in for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     n_out = np.concatenate([c.n_out for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     p = prep.profile
-    ttft = prep.scenario.slo.ttft_bound_s(p.idle_ttft_s(n_in))
+    ttft = prep.scenario.slo.simulator_slo().ttft_bound_s(n_in, p.idle_ttft_s)
     return seed_bound(arrival, n_out, p.work_lower_bound_s(n_in, n_out), ttft, prep.scenario.slo.tpot_s,
                       prep.trace.duration, prep.scenario.min_replicas, p.gpus_per_replica, tick_s=prep.scenario.dt)
 

@@ -103,7 +103,7 @@ def test_real_runs_never_cost_less_than_the_bound_at_their_attainment() -> None:
     for name, knob in (("static", 0.5), ("static", 1.0), ("static", 2.0), ("queue-lead", 128.0), ("kpa", 100.0),
                        ("hpa", 5.0)):
         r = run_one(prep, name, knob)
-        nodes = float(getattr(r, "gpu_hours_nodes", r.gpu_hours))
+        nodes = float(r.gpu_hours_nodes if r.gpu_hours_nodes is not None else r.gpu_hours)
         assert nodes >= lb.at(r.slo_attainment) - 1e-9, (name, knob, nodes, r.slo_attainment)
 
 
