@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +144,7 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@lru_cache(maxsize=None)
+@cache
 def steady_fixed_tpot_ms(profile: Profile, isl: int, osl: int, c: int) -> float:
     """Mean TPOT of a stationary closed loop at concurrency c with fixed ISL/OSL (table 9's aiperf
     setting). The first c requests get staggered output lengths osl * (i + 1) / c so that the
@@ -157,20 +157,36 @@ def steady_fixed_tpot_ms(profile: Profile, isl: int, osl: int, c: int) -> float:
     return closed_loop(profile, n_in, n_out, c, dt=0.004, warmup=2 * c).tpot_mean_ms
 
 
-@lru_cache(maxsize=None)
+@cache
 def burst(profile: Profile, n: int, total_in: int, total_out: int) -> BenchResult:
     """n ShareGPT-like requests released at t = 0 (table 5: `--request-rate inf --num-prompts n`)."""
     n_in, n_out = sharegpt_like(n, total_in, total_out)
     return closed_loop(profile, n_in, n_out, n, dt=0.004)
 
 
-@lru_cache(maxsize=None)
+@cache
 def static_batch_s(profile: Profile, b: int, length: int) -> float:
     """Latency of one static batch of b prompts of `length` tokens, each generating `length` tokens
     (table 6, offline `LLM.generate`: no HTTP path, so no TTFT overhead)."""
     offline = replace(profile, ttft_overhead_s=0.0)
     n = np.full(b, length, dtype=np.int64)
     return closed_loop(offline, n, n, b, dt=0.002).duration_s
+
+
+def _t9_tpot(p: Profile, *, isl: int, osl: int, c: int) -> float:
+    return steady_fixed_tpot_ms(p, isl, osl, c)
+
+
+def _t5_tpot(p: Profile, *, args: tuple[int, int, int]) -> float:
+    return burst(p, *args).tpot_median_ms
+
+
+def _t5_ttft(p: Profile, *, args: tuple[int, int, int]) -> float:
+    return burst(p, *args).ttft_median_ms
+
+
+def _t6_latency(p: Profile, *, b: int, length: int) -> float:
+    return static_batch_s(p, b, length)
 
 
 def _table9_points() -> list[HoldoutPoint]:
@@ -180,7 +196,7 @@ def _table9_points() -> list[HoldoutPoint]:
         if c < 16:
             continue
         out.append(HoldoutPoint("table 9 (TRT-LLM, TPOT)", f"isl{isl}-osl{osl}-c{c}", "TPOT ms", float(r["silicon_tpot_ms"]),
-                                lambda p, i=isl, o=osl, cc=c: steady_fixed_tpot_ms(p, i, o, cc)))
+                                partial(_t9_tpot, isl=isl, osl=osl, c=c)))
     return out
 
 
@@ -192,9 +208,9 @@ def _table5_points() -> list[HoldoutPoint]:
             continue
         args = (n, int(r["total_input_tokens"]), int(r["total_output_tokens"]))
         out.append(HoldoutPoint("table 5 (Lambda burst)", f"N{n}", "TPOT median ms", float(r["tpot_median_ms"]),
-                                lambda p, a=args: burst(p, *a).tpot_median_ms))
+                                partial(_t5_tpot, args=args)))
         out.append(HoldoutPoint("table 5 (Lambda burst)", f"N{n}", "TTFT median ms", float(r["ttft_median_ms"]),
-                                lambda p, a=args: burst(p, *a).ttft_median_ms))
+                                partial(_t5_ttft, args=args)))
     return out
 
 
@@ -205,7 +221,7 @@ def _table6_points() -> list[HoldoutPoint]:
         if b != 64:
             continue
         out.append(HoldoutPoint("table 6 (Argonne static batch)", f"B64-L{length}", "batch latency s",
-                                float(r["batch_latency_s"]), lambda p, bb=b, ll=length: static_batch_s(p, bb, ll)))
+                                float(r["batch_latency_s"]), partial(_t6_latency, b=b, length=length)))
     return out
 
 

@@ -290,7 +290,7 @@ class Engine:
         frac = overlap / dt
         n = self.n
         batch: F = np.bincount(self.r_slot, weights=frac, minlength=n).astype(np.float64)
-        ctx = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n)
+        ctx: F = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n).astype(np.float64)
         step = p.decode_step_s(batch, ctx)
         pure = self._consume_prefill(dt)
         decode_time = np.where(batch > 0, np.maximum(dt - pure, 0.0), 0.0)

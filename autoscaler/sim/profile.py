@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-
 from autoscaler.config.bounded import load_yaml_mapping
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "simulations" / "profiles"

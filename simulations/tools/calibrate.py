@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -153,11 +154,16 @@ def fit(base: Profile) -> Fit:
     dec, dec_res = fit_decode_attention(rows)
     pf, pf_res = fit_prefill_attention(rows)
     params = lin | dec | pf
-    p = replace(base, **params, overhead_s=1e-6)
+    p = _with(base, {**params, "overhead_s": 1e-6})
     overhead, oh_res = fit_overhead(p)
     params["overhead_s"] = overhead
     return Fit(params, {"linear ops": lin_res["lin"], "LM head": lin_res["head"], "decode attention": dec_res,
                         "prefill attention": pf_res, "TPOT c=1-8 (table 1)": oh_res})
+
+
+def _with(base: Profile, params: dict[str, float]) -> Profile:
+    fields: dict[str, Any] = dict(params)
+    return replace(base, **fields)
 
 
 def _pct(x: float) -> str:
@@ -205,7 +211,7 @@ def main(argv: list[str] | None = None, run: Callable[[Profile], list[HoldoutRes
         print("profile differs from the fit (fitted, stored):", off, file=sys.stderr)
         if a.check:
             return 1
-    p = replace(base, **f.params)
+    p = _with(base, f.params)
     REPORT.write_text(report(f, p, run(p)))
     print(f"wrote {REPORT.relative_to(REPO)}")
     return 0

@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autoscaler.sim.calibration import HoldoutPoint, closed_loop, holdout_points, sharegpt_like
+from autoscaler.sim.calibration import (
+    HoldoutPoint,
+    closed_loop,
+    holdout_points,
+    sharegpt_like,
+)
 from autoscaler.sim.profile import load_profile
 
 REF = Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "gpustack_qwen3-8b_h100-sxm_vllm0.11.0_sharegpt_concurrency.csv"

@@ -159,10 +159,11 @@ def test_request_longer_than_max_model_len_is_rejected_at_once() -> None:
     assert bad.sum() == 2 and f.in_tokens is not None
     assert sorted(f.in_tokens[bad].tolist()) == [4000, 126_000]
     assert np.isinf(f.tpot[bad]).all() and np.isinf(f.wait[bad]).all()
-    assert e.step(0.01, 0.01).arrival.size == 0 or not np.isinf(e.step(0.02, 0.01).ttft).any()
-    t, served = 0.02, 0
+    t, served = 0.01, 0
     while e.in_system() and t < 60:
-        served += int(np.isfinite(e.step(t, 0.01).ttft).sum())
+        f = e.step(t, 0.01)
+        assert np.isfinite(f.ttft).all()  # a refusal comes back once, never served later
+        served += f.arrival.size
         t += 0.01
     assert served == 2 and e.rejected == 2 and int(e.completed.sum()) == 2
 
@@ -199,4 +200,5 @@ def test_gpu_time_used_is_at_least_the_work_lower_bound(seed: int, max_num_seqs:
     bound = float(p.work_lower_bound_s(np.concatenate(done_in), np.concatenate(done_out)).sum())
     used = float(e.gpu_busy_s.sum())
     assert used >= bound, (used, bound, e.preemptions)
-    assert bound > 0.05 * used  # not vacuous (small batches make it loose: lin(B) / B >> lin(cap) / cap)
+    if max_num_seqs >= 256 and e.preemptions == 0:  # not vacuous (small batches and recompute make it loose)
+        assert bound > 0.2 * used, (used, bound)
