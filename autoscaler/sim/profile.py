@@ -123,8 +123,9 @@ class Profile:
         """TTFT of each prompt alone on an idle replica, as the engine times it: non-GPU overhead,
         the prompt's prefill (plus its share of the chunked steps' fixed cost), and the step that
         emits the first token. The reference of a length-aware TTFT SLO. Worked example (Qwen3-8B/
-        H100 profile, see docs/calibration.md for the table): 8,192 tokens -> 0.043 s overhead +
-        0.177 s prefill + 0.007 s step = 0.227 s."""
+        H100 profile, docs/calibration.md has the table): 8,192 tokens -> 0.049 s overhead + 0.1765 s
+        prefill + 0.0073 s share of the chunk steps (8,192 x 7.27 ms / 8,192) + 0.0073 s first step
+        = 0.240 s."""
         n = np.asarray(n_in, dtype=np.float64)
         step1 = float(self.decode_step_s(1.0, 0.0))
         out: npt.NDArray[np.float64] = (self.ttft_overhead_s + self.prefill_s(n)
@@ -144,9 +145,10 @@ class Profile:
         + attn_seq + attn_kv * n_in, since lin(m) / m and head(m) / m are non-increasing and
         B <= max_num_seqs. The context growth (n_in + j at the j-th step) is left out: a tick
         reads the context at its start, so a coarse tick under-counts it.
-        Worked example (Qwen3-8B/H100, 1,000 in / 101 out): prefill 0.0187 s; per decode token
-        1.0e-6 + 1.77e-5 + 2.0e-6 + 2e-7 + 5.8e-6 + 4.7e-8 x 1000 = 7.4e-5 s; total
-        0.0187 + 100 x 7.4e-5 = 0.0261 s (docs/calibration.md has the exact digits)."""
+        Worked example (Qwen3-8B/H100, 1,000 in / 101 out, cap = 8,192): prefill_s(1000) =
+        0.0187 s; per decode token (1.33 + 0.26) ms / 1024 + lin(8192) / 8192 (17.84 us) + head(8192)
+        / 8192 (1.75 us) + 5.99 us + 4.75e-8 x 1000 (47.5 us) = 74.7 us; total 0.0187 + 100 x
+        74.7e-6 = 0.0261 s."""
         steps = np.maximum(n_out.astype(np.float64) - 1.0, 0.0)
         out: npt.NDArray[np.float64] = self.prefill_s(n_in.astype(np.float64)) + steps * (
             self.decode_token_floor_s + self.attn_kv_s * n_in)
