@@ -13,7 +13,10 @@ names it).
 from __future__ import annotations
 
 import csv
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -105,3 +108,29 @@ def test_saturation_ceiling() -> None:
     assert abs(r.total_tok_per_s / 13_305.38 - 1) <= 0.25, r
     for ref in (5_128.0, 6_027.0):  # AccelMark offline batch, Lambda burst N=320 (output tok/s)
         assert abs(r.output_tok_per_s / ref - 1) <= 0.25, (r.output_tok_per_s, ref)
+
+
+def _calibrate_tool() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "simulations" / "tools" / "calibrate.py"
+    spec = importlib.util.spec_from_file_location("calibrate", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_profile_holds_the_values_fitted_from_the_csvs() -> None:
+    tool = _calibrate_tool()
+    fitted = tool.fit(P).params
+    stored = tool.profile_values()
+    assert set(fitted) == set(stored)
+    for key, value in fitted.items():
+        assert stored[key] == pytest.approx(value, rel=0.005), key
+
+
+def test_linear_and_head_time_per_token_never_rise_with_the_batch() -> None:
+    m = np.arange(1, 40_000, dtype=np.float64)
+    for f in (P.linear_s, P.head_s):
+        per = f(m) / m
+        assert (np.diff(per) <= 1e-18).all()
