@@ -64,7 +64,7 @@ class Finished:
     """Requests that finished (or failed) during one tick, as arrays."""
 
     arrival: F
-    ttft: F  # inf for a failed request (killed at the end of a drain)
+    ttft: F  # inf for a failed request (killed at the end of a drain, or refused: longer than max_model_len)
     tpot: F
     wait: F
     out_tokens: I
