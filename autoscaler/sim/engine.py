@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -208,7 +209,7 @@ class Engine:
         order = np.argsort(slot, kind="stable")
         ss = slot[order]
         bounds = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1], [True])))
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in pairwise(bounds):
             s = int(ss[a])
             idx = order[a:b]
             self._ovf.setdefault(s, deque()).append(  # int32 lengths: a backlog can hold 10^8 requests
