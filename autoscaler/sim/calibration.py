@@ -1,14 +1,23 @@
-"""Closed-loop single-replica benchmarks, as `vllm bench serve --max-concurrency C` runs them.
+"""Closed-loop single-replica benchmarks, as `vllm bench serve --max-concurrency C` runs them,
+and the held-out checks of the calibrated step-time model (docs/calibration.md).
 
 `sharegpt_like(n, mean_in, mean_out)` makes a deterministic request set with ShareGPT-like
 (log-normal, heavy-tailed) lengths whose totals equal the reference run's exactly (the
 GPUStack table: 100 prompts, 23,260 input / 22,061 output tokens). `closed_loop()` keeps C
-requests in flight on one replica until all are done and reports what the benchmark prints.
+requests in flight on one replica until all are done and reports what the benchmark prints;
+concurrency >= the number of requests is a burst (all released at t = 0).
+
+`holdout_points()` lists every held-out measurement (simulations/data/vllm-perf tables 5, 6, 9),
+each with the simulation that reproduces its setting; `evaluate_holdout(profile)` runs them all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cache, partial
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -47,13 +56,16 @@ class BenchResult:
     ttft_median_ms: float
     tpot_mean_ms: float
     preemptions: int
+    tpot_median_ms: float = 0.0
+    rejected: int = 0
 
 
 def closed_loop(profile: Profile, n_in: npt.NDArray[np.int64], n_out: npt.NDArray[np.int64], concurrency: int,
-                dt: float = 0.002, max_s: float = 3600.0) -> BenchResult:
+                dt: float = 0.002, max_s: float = 3600.0, warmup: int = 0) -> BenchResult:
     """Run the requests on one replica, at most `concurrency` in flight (released at once when
     concurrency >= len), the next one sent as soon as one finishes. Returns the benchmark's
-    summary: output and total tokens/s over the run, TTFT mean/median, TPOT mean."""
+    summary: output and total tokens/s over the run, TTFT mean/median, TPOT mean/median; the
+    latency statistics leave out the first `warmup` requests to finish (a warm-up phase)."""
     eng = Engine(profile, 1)
     n = len(n_in)
     sent = min(concurrency, n)
@@ -79,8 +91,9 @@ def closed_loop(profile: Profile, n_in: npt.NDArray[np.int64], n_out: npt.NDArra
                 idx = slice(sent, sent + m)
                 eng.enqueue(np.zeros(m, dtype=np.int64), ends, n_in[idx], n_out[idx])
                 sent += m
-    tt = np.concatenate(ttft) if ttft else np.zeros(1)
-    tp = np.concatenate(tpot) if tpot else np.zeros(1)
+    tt = np.concatenate(ttft)[warmup:] if ttft else np.zeros(1)
+    tp = np.concatenate(tpot)[warmup:] if tpot else np.zeros(1)
+    tt, tp = (tt, tp) if tt.size else (np.zeros(1), np.zeros(1))
     dur = max(last_end, 1e-9)
     return BenchResult(
         concurrency=concurrency,
@@ -92,4 +105,131 @@ def closed_loop(profile: Profile, n_in: npt.NDArray[np.int64], n_out: npt.NDArra
         ttft_median_ms=float(np.median(tt) * 1e3),
         tpot_mean_ms=float(tp[tp > 0].mean() * 1e3) if (tp > 0).any() else 0.0,
         preemptions=eng.preemptions,
+        tpot_median_ms=float(np.median(tp[tp > 0]) * 1e3) if (tp > 0).any() else 0.0,
+        rejected=eng.rejected,
     )
+
+
+# ---------------------------------------------------------------------------------- hold-out checks
+PERF = Path(__file__).resolve().parents[2] / "simulations" / "data" / "vllm-perf"
+TABLE5 = PERF / "lambdalabs_llama3-8b_h100-sxm_vllm0.6-multistep_sharegpt_burst.csv"
+TABLE6 = PERF / "argonne_llama3-8b_h100_vllm-offline-static-batch_fp16.csv"
+TABLE9 = PERF / "aiconfigurator_llama3.1-8b_h100-sxm_trtllm1.0.0rc3_random-isl-osl_concurrency.csv"
+
+
+@dataclass(frozen=True)
+class HoldoutPoint:
+    source: str  # table and file stem
+    point: str  # e.g. "isl1024-osl128-c64"
+    metric: str  # "TPOT ms", "TTFT median ms", "batch latency s"
+    measured: float
+    simulate: Callable[[Profile], float]
+
+
+@dataclass(frozen=True)
+class HoldoutResult:
+    source: str
+    point: str
+    metric: str
+    measured: float
+    model: float
+
+    @property
+    def error(self) -> float:
+        return self.model / self.measured - 1.0
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@cache
+def steady_fixed_tpot_ms(profile: Profile, isl: int, osl: int, c: int) -> float:
+    """Mean TPOT of a stationary closed loop at concurrency c with fixed ISL/OSL (table 9's aiperf
+    setting). The first c requests get staggered output lengths osl * (i + 1) / c so that the
+    loop reaches the steady phase mix real clients reach by jitter (identical lengths released at
+    once would stay in lockstep in a deterministic simulation); the next c are a settling
+    round (aiperf's --warmup-request-count is 2c); TPOT is the mean of the 3c after them."""
+    lead = np.maximum((osl * (np.arange(c) + 1)) // c, 2).astype(np.int64)
+    n_out = np.concatenate((lead, np.full(4 * c, osl, dtype=np.int64)))
+    n_in = np.full(n_out.size, isl, dtype=np.int64)
+    return closed_loop(profile, n_in, n_out, c, dt=0.004, warmup=2 * c).tpot_mean_ms
+
+
+@cache
+def burst(profile: Profile, n: int, total_in: int, total_out: int) -> BenchResult:
+    """n ShareGPT-like requests released at t = 0 (table 5: `--request-rate inf --num-prompts n`)."""
+    n_in, n_out = sharegpt_like(n, total_in, total_out)
+    return closed_loop(profile, n_in, n_out, n, dt=0.004)
+
+
+@cache
+def static_batch_s(profile: Profile, b: int, length: int) -> float:
+    """Latency of one static batch of b prompts of `length` tokens, each generating `length` tokens
+    (table 6, offline `LLM.generate`: no HTTP path, so no TTFT overhead)."""
+    offline = replace(profile, ttft_overhead_s=0.0)
+    n = np.full(b, length, dtype=np.int64)
+    return closed_loop(offline, n, n, b, dt=0.002).duration_s
+
+
+def _t9_tpot(p: Profile, *, isl: int, osl: int, c: int) -> float:
+    return steady_fixed_tpot_ms(p, isl, osl, c)
+
+
+def _t5_tpot(p: Profile, *, args: tuple[int, int, int]) -> float:
+    return burst(p, *args).tpot_median_ms
+
+
+def _t5_ttft(p: Profile, *, args: tuple[int, int, int]) -> float:
+    return burst(p, *args).ttft_median_ms
+
+
+def _t6_latency(p: Profile, *, b: int, length: int) -> float:
+    return static_batch_s(p, b, length)
+
+
+def _table9_points() -> list[HoldoutPoint]:
+    out = []
+    for r in _csv(TABLE9):
+        c, isl, osl = int(r["concurrency"]), int(r["input_tokens"]), int(r["output_tokens"])
+        if c < 16:
+            continue
+        out.append(HoldoutPoint("table 9 (TRT-LLM, TPOT)", f"isl{isl}-osl{osl}-c{c}", "TPOT ms", float(r["silicon_tpot_ms"]),
+                                partial(_t9_tpot, isl=isl, osl=osl, c=c)))
+    return out
+
+
+def _table5_points() -> list[HoldoutPoint]:
+    out = []
+    for r in _csv(TABLE5):
+        n = int(r["num_prompts"])
+        if n < 80:
+            continue
+        args = (n, int(r["total_input_tokens"]), int(r["total_output_tokens"]))
+        out.append(HoldoutPoint("table 5 (Lambda burst)", f"N{n}", "TPOT median ms", float(r["tpot_median_ms"]),
+                                partial(_t5_tpot, args=args)))
+        out.append(HoldoutPoint("table 5 (Lambda burst)", f"N{n}", "TTFT median ms", float(r["ttft_median_ms"]),
+                                partial(_t5_ttft, args=args)))
+    return out
+
+
+def _table6_points() -> list[HoldoutPoint]:
+    out = []
+    for r in _csv(TABLE6):
+        b, length = int(r["concurrency"]), int(r["input_tokens"])
+        if b != 64:
+            continue
+        out.append(HoldoutPoint("table 6 (Argonne static batch)", f"B64-L{length}", "batch latency s",
+                                float(r["batch_latency_s"]), partial(_t6_latency, b=b, length=length)))
+    return out
+
+
+def holdout_points() -> list[HoldoutPoint]:
+    """Every held-out measurement: table 9 TPOT at c = 16-128, table 5 bursts N = 80-320 (median
+    TPOT and TTFT), table 6 static batches B = 64."""
+    return _table9_points() + _table5_points() + _table6_points()
+
+
+def evaluate_holdout(profile: Profile) -> list[HoldoutResult]:
+    return [HoldoutResult(h.source, h.point, h.metric, h.measured, h.simulate(profile)) for h in holdout_points()]

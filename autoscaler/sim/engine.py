@@ -10,12 +10,19 @@ What one replica does, per tick of `dt` seconds (vLLM V1 scheduler, FCFS policy)
   it has fewer than `max_num_seqs` running and enough free KV blocks for the request's prompt
   (`ceil(tokens / block_size)` blocks, as `KVCacheManager.allocate_slots`); the first one that
   does not fit stops admission for that replica.
-* **Prefill**: admitted requests are prefilled first-come first-served at
-  `prefill_per_token_s` per token, plus their share of the decode part of the mixed chunked
-  steps (`step / (max_num_batched_tokens - B)` per token). A request's first token comes out
-  with the step that finishes its prefill; TTFT adds `ttft_overhead_s` (HTTP, templating).
+* **Rejection**: a request whose prompt plus requested output (the trace's output length as
+  `max_tokens`) exceeds `max_model_len` is refused at once, as vLLM's OpenAI server answers
+  HTTP 400 "This model's maximum context length is ..." (`_validate_prompt_and_tokenize` in
+  vllm/entrypoints/openai/serving_engine.py: `token_num + max_tokens > max_model_len`). It is
+  returned as failed (ttft = tpot = wait = inf) by the next `step()` and counted in `rejected`.
+* **Prefill**: admitted requests are prefilled first-come first-served; a prompt of L tokens
+  costs `prefill_s(L)` GPU-seconds (linear ops + its causal attention, docs/calibration.md) plus
+  its share of the decode part of the mixed chunked steps (`step / (max_num_batched_tokens -
+  B)` per token). A request's first token comes out with the step that finishes its prefill;
+  TTFT adds `ttft_overhead_s` (HTTP, templating).
 * **Decode**: the replica spends the tick's time not taken by prefill on decode steps of
   `decode_step_s(B, K)` seconds; each step adds one token to each of the B decoding requests.
+  `gpu_busy_s` adds up, per replica, the GPU time so spent (prefill + decode steps).
   Within a tick progress is fluid (fractional tokens), so completions get exact sub-tick times.
 * **Preemption**: when decode growth needs more KV blocks than the replica has, the most
   recently admitted requests are preempted (vLLM V1 `_preempt_request`, RECOMPUTE): their
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +65,7 @@ class Finished:
     """Requests that finished (or failed) during one tick, as arrays."""
 
     arrival: F
-    ttft: F  # inf for a failed request (killed at the end of a drain)
+    ttft: F  # inf for a failed request (killed at the end of a drain, or refused: longer than max_model_len)
     tpot: F
     wait: F
     out_tokens: I
@@ -85,6 +93,10 @@ class Engine:
         self.kv_total = float(profile.kv_blocks)
         self.completed = np.zeros(max_slots, dtype=np.int64)  # request_success_total
         self.preemptions = 0
+        self.rejected = 0  # requests refused for exceeding max_model_len
+        self._rejects: list[Finished] = []  # refused, returned by the next step()
+        self.gpu_busy_s = np.zeros(max_slots)  # GPU-seconds of prefill and decode work, per replica
+        self._pf_pure = np.zeros(max_slots)  # of _pf_work: the prompts' own GPU time (prefill_s)
         self._pf_busy = np.zeros(max_slots)  # prefill server busy until (absolute time)
         self._pf_work = np.zeros(max_slots)  # prefill seconds queued on the GPU
         self._step = np.full(max_slots, profile.decode_step_s(1, 0))  # last decode step time
@@ -131,15 +143,24 @@ class Engine:
     def reset_slot(self, slot: int) -> None:
         self._pf_busy[slot] = 0.0
         self._pf_work[slot] = 0.0
+        self._pf_pure[slot] = 0.0
         self._batch[slot] = 0.0
         self._step[slot] = self.p.decode_step_s(1, 0)
 
     # ------------------------------------------------------------------ requests in
     def enqueue(self, slot: I, arrival: F, n_in: I, n_out: I) -> None:
-        """Append new requests to the tail of their replicas' waiting queues."""
+        """Append new requests to the tail of their replicas' waiting queues; refuse (see the
+        module docstring) those longer than max_model_len."""
         if slot.size == 0:
             return
         slot = slot.astype(np.int64)
+        too_long = n_in.astype(np.int64) + n_out.astype(np.int64) > self.p.max_model_len
+        if too_long.any():
+            self._reject(arrival[too_long], n_in[too_long], n_out[too_long])
+            ok = ~too_long
+            slot, arrival, n_in, n_out = slot[ok], arrival[ok], n_in[ok], n_out[ok]
+            if slot.size == 0:
+                return
         if self._ovf_total or self.w_slot.size + slot.size > self.head_cap:
             to_head = self._head_room(slot)
             if not to_head.all():
@@ -148,6 +169,21 @@ class Engine:
                 if slot.size == 0:
                     return
         self._enqueue_head(slot, arrival, n_in, n_out)
+
+    def _reject(self, arrival: F, n_in: I, n_out: I) -> None:
+        inf = np.full(arrival.size, np.inf)
+        self._rejects.append(Finished(arrival=arrival.astype(np.float64), ttft=inf, tpot=inf, wait=inf,
+                                      out_tokens=n_out.astype(np.int64), end=arrival.astype(np.float64),
+                                      in_tokens=n_in.astype(np.int64)))
+        self.rejected += int(arrival.size)
+
+    def _take_rejects(self) -> Finished | None:
+        if not self._rejects:
+            return None
+        r = self._rejects
+        self._rejects = []
+        return Finished(*(np.concatenate([getattr(f, k) for f in r]) for k in
+                          ("arrival", "ttft", "tpot", "wait", "out_tokens", "end", "in_tokens")))
 
     def _enqueue_head(self, slot: I, arrival: F, n_in: I, n_out: I) -> None:
         seq = _SEQ_BASE + self._seq + np.arange(slot.size, dtype=np.int64)
@@ -173,7 +209,7 @@ class Engine:
         order = np.argsort(slot, kind="stable")
         ss = slot[order]
         bounds = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1], [True])))
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in pairwise(bounds):
             s = int(ss[a])
             idx = order[a:b]
             self._ovf.setdefault(s, deque()).append(  # int32 lengths: a backlog can hold 10^8 requests
@@ -229,7 +265,18 @@ class Engine:
 
     # ------------------------------------------------------------------ one tick
     def step(self, t: float, dt: float) -> Finished:
-        """Advance every replica from t to t + dt."""
+        """Advance every replica from t to t + dt; the requests that finished (or were refused
+        since the last step) come back."""
+        fin = self._advance(t, dt)
+        rej = self._take_rejects()
+        if rej is None:
+            return fin
+        if fin.arrival.size == 0:
+            return rej
+        return Finished(*(np.concatenate((getattr(rej, k), getattr(fin, k))) for k in
+                          ("arrival", "ttft", "tpot", "wait", "out_tokens", "end", "in_tokens")))
+
+    def _advance(self, t: float, dt: float) -> Finished:
         p = self.p
         t_end = t + dt
         if self._ovf_total:
@@ -237,19 +284,18 @@ class Engine:
         if self.w_slot.size:
             self._admit(t)
         if self.r_slot.size == 0:
+            self._prefill_only(dt)
             return Finished.empty()
         # --- decode: who decodes in this tick, and for how long
         overlap = np.minimum(np.maximum(t_end - np.maximum(self.r_dstart, t), 0.0), dt)
         frac = overlap / dt
         n = self.n
         batch: F = np.bincount(self.r_slot, weights=frac, minlength=n).astype(np.float64)
-        ctx = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n)
-        step = p.base_s + p.per_seq_s * batch + p.per_kv_token_s * ctx
-        pf_time = np.minimum(self._pf_work, dt)
-        self._pf_work -= pf_time
-        budget = np.maximum(p.max_num_batched_tokens - batch, 1.0)
-        pf_eff = p.prefill_per_token_s + step / budget
-        decode_time = np.maximum(dt - pf_time * (p.prefill_per_token_s / pf_eff), 0.0)
+        ctx: F = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n).astype(np.float64)
+        step = p.decode_step_s(batch, ctx)
+        pure = self._consume_prefill(dt)
+        decode_time = np.where(batch > 0, np.maximum(dt - pure, 0.0), 0.0)
+        self.gpu_busy_s += decode_time
         rate = decode_time / dt / step  # decode steps per second of this tick
         self._step = np.where(batch > 0, step, p.decode_step_s(1, 0))
         self._batch = batch
@@ -272,6 +318,21 @@ class Engine:
             self._keep_running(~done)
         self._preempt_if_full()
         return fin
+
+    def _consume_prefill(self, dt: float) -> F:
+        """Run up to dt of each replica's queued prefill (wall time, the prompts' own GPU time
+        plus their share of the mixed steps); returns the prompts' own GPU time spent."""
+        pf_time = np.minimum(self._pf_work, dt)
+        share = np.divide(self._pf_pure, self._pf_work, out=np.zeros_like(self._pf_work), where=self._pf_work > 0)
+        pure: F = pf_time * share
+        self._pf_work -= pf_time
+        self._pf_pure -= pure
+        self.gpu_busy_s += pure
+        return pure
+
+    def _prefill_only(self, dt: float) -> None:
+        if self._pf_work.any():
+            self._consume_prefill(dt)
 
     def _keep_running(self, keep: npt.NDArray[np.bool_]) -> None:
         idx = np.flatnonzero(keep)
@@ -307,7 +368,8 @@ class Engine:
         wait = np.where(np.isnan(wait), np.maximum(start - arr - p.ttft_overhead_s, 0.0), wait)
         pf_tokens = n_in + np.floor(gen)
         budget = np.maximum(p.max_num_batched_tokens - self._batch[s], 1.0)
-        service = pf_tokens * (p.prefill_per_token_s + self._step[s] / budget)
+        pure = p.prefill_s(pf_tokens.astype(np.float64))
+        service = pure + pf_tokens * (self._step[s] / budget)
         # FCFS prefill per replica: finish_j = S_j + max(busy - S_before_group, max_{i<=j} (a_i - S_{i-1}))
         S = np.cumsum(service)
         S_prev = S - service
@@ -321,6 +383,7 @@ class Engine:
         last = np.concatenate((gstart[1:], [True]))
         self._pf_busy[s[last]] = finish[last]
         np.add.at(self._pf_work, s, service)
+        np.add.at(self._pf_pure, s, pure)
         tok = finish + self._step[s]  # the step that completes the prefill emits a token
         new_first = np.where(fresh, tok, first)
         new_gen = np.where(fresh, 1.0, gen)

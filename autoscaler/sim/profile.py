@@ -5,14 +5,19 @@ comment. `load_profile("qwen3-8b-h100")` finds one by name; a path works too. A 
 override single fields (`profile_overrides: {scheduler: {max_num_batched_tokens: 2048}}`, the
 vLLM flag an operator would set for that workload); unknown keys are rejected.
 
-Step-time model of one engine step (one decode token for every running sequence, plus any
-prefill tokens chunked into the same step, vLLM V1 chunked prefill):
+Step-time model (docs/calibration.md; fitted by simulations/tools/calibrate.py on measured
+per-layer kernel times, simulations/data/vllm-perf table 8). One engine step with B decoding
+sequences reading K KV tokens in total, plus P prefill tokens chunked into it (vLLM V1):
 
-    step = base_s + per_seq_s * B + per_kv_token_s * K + prefill_per_token_s * P
+    decode step(B, K) = overhead + lin(B) + head(B) + attn0 + attn_seq * B + attn_kv * K
+    prefill(L)        = L * lin(M) / M + pf0 + pf1 * L + pf2 * L^2     (GPU-seconds of one L-token prompt)
 
-B running sequences in decode, K their context tokens (the KV cache read by attention), P
-prefill tokens in the step. TTFT adds `ttft_overhead_s`, the non-GPU part (HTTP, chat
-template, tokenisation) measured at concurrency 1.
+lin(m) = max(lin_floor + lin_slope * m, lin_compute * m) is the time of the 36 layers' linear
+ops for m tokens (memory-bound floor, then compute-bound), head(m) the same form for the LM head
+(only the sampled rows: one per decoding sequence), M = max_num_batched_tokens (a prefill token
+sits in a full chunk), pf2 * L^2 the causal attention of a prompt over its own earlier tokens.
+lin(m) / m and head(m) / m are non-increasing in m, which `work_lower_bound_s` relies on. TTFT
+adds `ttft_overhead_s`, the non-GPU part (HTTP, chat template, tokenisation).
 """
 
 from __future__ import annotations
@@ -21,15 +26,23 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-
 from autoscaler.config.bounded import load_yaml_mapping
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "simulations" / "profiles"
+
+X = TypeVar("X", float, npt.NDArray[np.float64])
+
+
+def _roofline(m: X, floor: float, slope: float, compute: float) -> X:
+    """max(floor + slope * m, compute * m): a GEMM's time for m rows (weights read once, then
+    compute-bound). Its value per row is non-increasing in m for floor >= 0."""
+    out: X = np.maximum(floor + slope * m, compute * m)
+    return out
 
 
 @dataclass(frozen=True)
@@ -44,11 +57,20 @@ class Profile:
     max_num_seqs: int
     max_num_batched_tokens: int
     max_model_len: int
-    # --- step time (seconds)
-    base_s: float
-    per_seq_s: float
-    per_kv_token_s: float
-    prefill_per_token_s: float
+    # --- step time (seconds), see the module docstring
+    overhead_s: float
+    lin_floor_s: float
+    lin_slope_s: float
+    lin_compute_s: float
+    head_floor_s: float
+    head_slope_s: float
+    head_compute_s: float
+    attn0_s: float
+    attn_seq_s: float
+    attn_kv_s: float
+    pf0_s: float
+    pf1_s: float
+    pf2_s: float
     ttft_overhead_s: float
     # --- lifecycle (seconds)
     node_provision_s: float
@@ -62,60 +84,113 @@ class Profile:
     def kv_blocks(self) -> int:
         return self.kv_cache_tokens // self.block_size
 
-    def decode_step_s(self, batch: float, context_tokens: float) -> float:
-        return self.base_s + self.per_seq_s * batch + self.per_kv_token_s * context_tokens
+    def linear_s(self, m: X) -> X:
+        """The 36 layers' linear ops (QKV, O, gate/up, down) for m tokens in one step."""
+        return _roofline(m, self.lin_floor_s, self.lin_slope_s, self.lin_compute_s)
+
+    def head_s(self, m: X) -> X:
+        """The LM head for m sampled rows."""
+        return _roofline(m, self.head_floor_s, self.head_slope_s, self.head_compute_s)
+
+    def decode_step_s(self, batch: X, context_tokens: X) -> X:
+        """One decode step of `batch` sequences reading `context_tokens` KV tokens (arrays work)."""
+        b = np.maximum(batch, 1.0) if isinstance(batch, np.ndarray) else max(batch, 1.0)
+        out: X = (self.overhead_s + self.linear_s(b) + self.head_s(b) + self.attn0_s + self.attn_seq_s * b
+                  + self.attn_kv_s * context_tokens)
+        return out
+
+    @property
+    def prefill_linear_per_token_s(self) -> float:
+        """Linear-op time of a prefill token in a full chunk of max_num_batched_tokens."""
+        m = float(self.max_num_batched_tokens)
+        return float(self.linear_s(m)) / m
+
+    @property
+    def prefill_per_token_s(self) -> float:
+        """Prefill GPU time per prompt token without the quadratic attention term (a lower bound
+        per token for any prompt length; `prefill_s` is the exact cost of a prompt)."""
+        return self.prefill_linear_per_token_s + self.pf1_s
+
+    def prefill_s(self, n_in: X) -> X:
+        """GPU-seconds of prefilling prompts of n_in tokens (0 for an empty one)."""
+        n = np.asarray(n_in, dtype=np.float64) if isinstance(n_in, np.ndarray) else float(n_in)
+        per = self.prefill_linear_per_token_s + self.pf1_s
+        out: X = np.where(n > 0, self.pf0_s + per * n + self.pf2_s * n * n, 0.0) if isinstance(n, np.ndarray) \
+            else (self.pf0_s + per * n + self.pf2_s * n * n if n > 0 else 0.0)
+        return out
 
     def idle_ttft_s(self, n_in: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """TTFT of each prompt alone on an idle replica: non-GPU overhead, the prompt's prefill and
-        the step that emits the first token. The reference of a length-aware TTFT SLO.
-        Worked example (Qwen3-8B/H100 profile): 1,000 tokens -> 0.043 + 0.037 + 0.0071 = 0.087 s."""
-        out = np.asarray(self.ttft_overhead_s + self.decode_step_s(1, 0) + n_in * self.prefill_per_token_s, dtype=np.float64)
+        """TTFT of each prompt alone on an idle replica, as the engine times it: non-GPU overhead,
+        the prompt's prefill (plus its share of the chunked steps' fixed cost), and the step that
+        emits the first token. The reference of a length-aware TTFT SLO. Worked example (Qwen3-8B/
+        H100 profile, docs/calibration.md has the table): 8,192 tokens -> 0.049 s overhead + 0.1765 s
+        prefill + 0.0073 s share of the chunk steps (8,192 x 7.27 ms / 8,192) + 0.0073 s first step
+        = 0.240 s."""
+        n = np.asarray(n_in, dtype=np.float64)
+        step1 = float(self.decode_step_s(1.0, 0.0))
+        out: npt.NDArray[np.float64] = (self.ttft_overhead_s + self.prefill_s(n)
+                                        + n * step1 / self.max_num_batched_tokens + step1)
         return out
 
     def work_lower_bound_s(self, n_in: npt.NDArray[np.int64], n_out: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """GPU-seconds a replica must spend on each request in any schedule of the engine: a proven
         lower bound, the input of the fluid lower bound (autoscaler.sim.bound).
 
-        Prefill costs at least `prefill_per_token_s` per prompt token. Each of the n_out - 1 decode
-        steps after the first token costs the request its share of the step, at least
-        base / max_num_seqs + per_seq + per_kv_token * context, with context >= n_in + j at the
-        j-th step. Worked example (Qwen3-8B/H100, 1,000 in / 101 out): 0.037 + 100 x (6.9e-6 +
-        5e-5) + 6.5e-8 x (100 x 1000 + 100 x 101 / 2) = 0.037 + 0.00569 + 0.00683 = 0.0495 s."""
+        Prefill: `prefill_s(n_in)` exactly (the engine charges a prompt that, or more when a
+        preempted request recomputes its prompt plus generated tokens). Decode: each of the
+        n_out - 1 tokens after the first is one decode step of some batch B <= cap = max(
+        max_num_seqs, max_num_batched_tokens); the engine charges a token step(B, K) / B of GPU
+        time plus attn_kv * (its context - mean context), i.e. at least
+        overhead / max_num_seqs + lin(cap) / cap + head(cap) / cap + attn0 / max_num_seqs
+        + attn_seq + attn_kv * n_in, since lin(m) / m and head(m) / m are non-increasing and
+        B <= max_num_seqs. The context growth (n_in + j at the j-th step) is left out: a tick
+        reads the context at its start, so a coarse tick under-counts it.
+        Worked example (Qwen3-8B/H100, 1,000 in / 101 out, cap = 8,192): prefill_s(1000) =
+        0.0187 s; per decode token (1.33 + 0.26) ms / 1024 + lin(8192) / 8192 (17.84 us) + head(8192)
+        / 8192 (1.75 us) + 5.99 us + 4.75e-8 x 1000 (47.5 us) = 74.7 us; total 0.0187 + 100 x
+        74.7e-6 = 0.0261 s."""
         steps = np.maximum(n_out.astype(np.float64) - 1.0, 0.0)
-        per_step = self.base_s / self.max_num_seqs + self.per_seq_s
-        context = steps * n_in + steps * (steps + 1.0) / 2.0
-        out: npt.NDArray[np.float64] = n_in * self.prefill_per_token_s + steps * per_step + self.per_kv_token_s * context
+        out: npt.NDArray[np.float64] = self.prefill_s(n_in.astype(np.float64)) + steps * (
+            self.decode_token_floor_s + self.attn_kv_s * n_in)
         return out
+
+    @property
+    def decode_token_floor_s(self) -> float:
+        """The context-free part of the least GPU time one decode token can cost (see
+        `work_lower_bound_s`)."""
+        cap = float(max(self.max_num_seqs, self.max_num_batched_tokens))
+        return ((self.overhead_s + self.attn0_s) / self.max_num_seqs + float(self.linear_s(cap)) / cap
+                + float(self.head_s(cap)) / cap + self.attn_seq_s)
 
     def capacity_rps(self, mean_input: float, mean_output: float, tpot_budget_s: float = 0.05,
                      kv_fill: float = 0.9) -> float:
         """Sustainable requests/s of one replica for a length mix: the best batch B whose TPOT
         stays within `tpot_budget_s` and whose KV stays below `kv_fill` of capacity.
 
-        Each request costs its prefill (input tokens) plus its share of the decode steps:
-        rate(B) = 1 / (mean_input * prefill_per_token_s + mean_output * step(B) / B) requests/s.
+        Each request costs its prefill (`prefill_s(mean_input)`) plus its share of the decode steps:
+        rate(B) = 1 / (prefill_s(mean_input) + mean_output * step(B) / B) requests/s.
         The TPOT counts the prefill that shares the GPU with the decodes (chunked prefill puts
-        the prompt tokens into the decode steps, vLLM V1): a fraction f = rate * mean_input *
-        prefill_per_token_s of each second goes to prefill, so a decoding request gets a token
-        every step(B) / (1 - f) seconds; with Little's law (B = rate * mean_output * TPOT) that is
-        TPOT(B) = step(B) + B * mean_input * prefill_per_token_s / mean_output.
-        Without that second term (the estimate before 2026-12-03) a prefill-heavy mix looked
-        decode-only: Azure code (2,048 in / 28 out) 12.2 req/s at B = 161, whose TPOT in this
-        model is 0.47 s.
-        Worked example (Qwen3-8B/H100 profile, ShareGPT 233 in / 221 out): B = 385, step 34.9 ms,
-        TPOT 49.9 ms, 34.9 req/s (36.7 at B = 593 without the prefill term);
-        Azure code (2,048 / 28): B = 14, 10.5 req/s.
+        the prompt tokens into the decode steps, vLLM V1): a fraction f = rate * prefill_s of each
+        second goes to prefill, so a decoding request gets a token every step(B) / (1 - f)
+        seconds; with Little's law (B = rate * mean_output * TPOT) that is
+        TPOT(B) = step(B) + B * prefill_s(mean_input) / mean_output.
+        Worked example (Qwen3-8B/H100 profile, ShareGPT 233 in / 221 out): B = 737 (KV-bound), step 32.5 ms,
+        prefill share 14.3 ms, TPOT 46.8 ms, 71.3 req/s (34.9 with the uncalibrated model before
+        2026-12-03, whose step grew 50 us per sequence); Azure code (2,048 / 28): B = 28, step
+        10.4 ms + prefill share 39.2 ms, 20.2 req/s. The kernel model is optimistic at large B
+        (saturation test, docs/calibration.md), so these are upper estimates.
         """
         best = 0.0
         ctx = mean_input + mean_output / 2.0
-        prefill_per_decode = mean_input * self.prefill_per_token_s / max(mean_output, 1e-9)
+        pf = float(self.prefill_s(float(mean_input)))
+        prefill_per_decode = pf / max(mean_output, 1e-9)
         for b in range(1, self.max_num_seqs + 1):
             if b * (mean_input + mean_output) > kv_fill * self.kv_cache_tokens:
                 break
-            step = self.decode_step_s(b, b * ctx)
+            step = float(self.decode_step_s(float(b), b * ctx))
             if step + b * prefill_per_decode > tpot_budget_s:
                 break
-            rate = 1.0 / (mean_input * self.prefill_per_token_s + mean_output * step / b)
+            rate = 1.0 / (pf + mean_output * step / b)
             best = max(best, rate)
         return best
 
@@ -127,12 +202,20 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "gpus_per_replica": (1, 64, True),
     "tokens": (1, 1e9, True), "block_size": (1, 1024, True),
     "max_num_seqs": (1, 65_536, True), "max_num_batched_tokens": (1, 1e7, True), "max_model_len": (1, 1e8, True),
-    "base_s": (1e-6, 60.0, False), "per_seq_s": (0.0, 1.0, False), "per_kv_token_s": (0.0, 1.0, False),
-    "prefill_per_token_s": (0.0, 1.0, False), "ttft_overhead_s": (0.0, 60.0, False),
+    # step-time terms: the per-step overhead keeps every step > 0 s (no division by zero)
+    "overhead_s": (1e-6, 60.0, False), "lin_floor_s": (0.0, 60.0, False), "lin_slope_s": (0.0, 1.0, False),
+    "lin_compute_s": (0.0, 1.0, False), "head_floor_s": (0.0, 60.0, False), "head_slope_s": (0.0, 1.0, False),
+    "head_compute_s": (0.0, 1.0, False), "attn0_s": (0.0, 1.0, False), "attn_seq_s": (0.0, 1.0, False),
+    "attn_kv_s": (0.0, 1.0, False), "pf0_s": (0.0, 1.0, False), "pf1_s": (0.0, 1.0, False), "pf2_s": (0.0, 1.0, False),
+    "ttft_overhead_s": (0.0, 60.0, False),
     "node_provision_s": (0.0, 86_400.0, False), "container_start_s": (0.0, 86_400.0, False),
     "model_load_s": (0.0, 86_400.0, False), "drain_grace_s": (0.0, 86_400.0, False),
     "node_idle_remove_s": (0.0, 86_400.0, False), "gpus_per_node": (1, 64, True),
 }
+
+
+STEP_KEYS = ("overhead_s", "lin_floor_s", "lin_slope_s", "lin_compute_s", "head_floor_s", "head_slope_s",
+             "head_compute_s", "attn0_s", "attn_seq_s", "attn_kv_s", "pf0_s", "pf1_s", "pf2_s", "ttft_overhead_s")
 
 
 def _short(value: object) -> str:
@@ -237,11 +320,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         max_num_seqs=int(_num(sched, "max_num_seqs", where)),
         max_num_batched_tokens=int(_num(sched, "max_num_batched_tokens", where)),
         max_model_len=int(_num(sched, "max_model_len", where)),
-        base_s=_num(step, "base_s", where),
-        per_seq_s=_num(step, "per_seq_s", where),
-        per_kv_token_s=_num(step, "per_kv_token_s", where),
-        prefill_per_token_s=_num(step, "prefill_per_token_s", where),
-        ttft_overhead_s=_num(step, "ttft_overhead_s", where),
+        **{key: _num(step, key, where) for key in STEP_KEYS},
         node_provision_s=_num(life, "node_provision_s", where),
         container_start_s=_num(life, "container_start_s", where),
         model_load_s=_num(life, "model_load_s", where),

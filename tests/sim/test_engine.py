@@ -74,7 +74,7 @@ def test_single_request_timing_matches_the_step_model() -> None:
         t += 0.001
     f = fins[0]
     step1 = p.decode_step_s(1, 0)
-    prefill = 200 * (p.prefill_per_token_s + step1 / (p.max_num_batched_tokens - 0))
+    prefill = p.prefill_s(200.0) + 200 * step1 / (p.max_num_batched_tokens - 0)
     # TTFT = overhead + prefill + the step that emits the first token (tick rounding: 1 ms)
     assert f.ttft[0] == pytest.approx(p.ttft_overhead_s + prefill + step1, abs=2e-3)
     # TPOT = one decode step with one sequence and ~250 context tokens
@@ -142,3 +142,63 @@ def test_backlog_beyond_the_head_waits_in_the_overflow_fifo() -> None:
     assert e.waiting()[0] == 10 and e.in_system() == 10
     e.step(0.0, 0.01)  # 2 admitted, the head is refilled before admission: 4 + 4 left = 8
     assert e.running()[0] == 2 and e.waiting()[0] == 8 and e.w_slot.size + int(e.ovf_n[0]) == 8
+
+
+def test_request_longer_than_max_model_len_is_rejected_at_once() -> None:
+    # vLLM: token_num + max_tokens > max_model_len -> HTTP 400 (serving_engine.py); the trace's
+    # output length is max_tokens
+    p = _profile(max_model_len=4096)
+    e = Engine(p, 2)
+    slots = np.array([0, 0, 1, 1], dtype=I64)
+    n_in = np.array([126_000, 4000, 4000, 100], dtype=I64)
+    n_out = np.array([10, 96, 97, 10], dtype=I64)  # 4096 fits exactly, 4097 does not
+    e.enqueue(slots, np.array([0.0, 0.1, 0.2, 0.3]), n_in, n_out)
+    assert e.rejected == 2 and e.in_system() == 2
+    f = e.step(0.0, 0.01)
+    bad = np.isinf(f.ttft)
+    assert bad.sum() == 2 and f.in_tokens is not None
+    assert sorted(f.in_tokens[bad].tolist()) == [4000, 126_000]
+    assert np.isinf(f.tpot[bad]).all() and np.isinf(f.wait[bad]).all()
+    t, served = 0.01, 0
+    while e.in_system() and t < 60:
+        f = e.step(t, 0.01)
+        assert np.isfinite(f.ttft).all()  # a refusal comes back once, never served later
+        served += f.arrival.size
+        t += 0.01
+    assert served == 2 and e.rejected == 2 and int(e.completed.sum()) == 2
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), max_num_seqs=st.sampled_from([4, 32, 256]),
+       kv_tokens=st.sampled_from([4096, 40_000, 372_096]), dt=st.sampled_from([0.002, 0.02, 0.25]))
+def test_gpu_time_used_is_at_least_the_work_lower_bound(seed: int, max_num_seqs: int, kv_tokens: int, dt: float) -> None:
+    """Profile.work_lower_bound_s is a lower bound on what the engine spends: random workloads,
+    batch limits, prompt lengths up to 3k, small KV caches that force preemption, coarse ticks."""
+    p = _profile(max_num_seqs=max_num_seqs, kv_cache_tokens=kv_tokens)
+    rng = np.random.default_rng(seed)
+    n = 200
+    n_in = rng.integers(1, 3000, n).astype(I64)
+    n_out = rng.integers(1, 600, n).astype(I64)
+    arr = np.sort(rng.uniform(0.0, 5.0, n))
+    e = Engine(p, 2)
+    slot = rng.integers(0, 2, n).astype(I64)
+    t, sent = 0.0, 0
+    done_in: list[np.ndarray] = []
+    done_out: list[np.ndarray] = []
+    while (sent < n or e.in_system()) and t < 600:
+        k = int(np.searchsorted(arr, t + dt))
+        if k > sent:
+            e.enqueue(slot[sent:k], arr[sent:k], n_in[sent:k], n_out[sent:k])
+            sent = k
+        f = e.step(t, dt)
+        ok = np.isfinite(f.ttft)
+        if ok.any() and f.in_tokens is not None:
+            done_in.append(f.in_tokens[ok])
+            done_out.append(f.out_tokens[ok])
+        t += dt
+    assert done_in, "nothing finished"
+    bound = float(p.work_lower_bound_s(np.concatenate(done_in), np.concatenate(done_out)).sum())
+    used = float(e.gpu_busy_s.sum())
+    assert used >= bound, (used, bound, e.preemptions)
+    if max_num_seqs >= 256 and e.preemptions == 0:  # not vacuous (small batches and recompute make it loose)
+        assert bound > 0.2 * used, (used, bound)

@@ -15,44 +15,43 @@ P = load_profile("qwen3-8b-h100")
 
 
 def _tpot(mean_in: float, mean_out: float, b: int) -> float:
-    """TPOT at batch b with the prefill sharing the steps: step(b) + b * in * t_pf / out."""
-    step = P.decode_step_s(b, b * (mean_in + mean_out / 2))
-    return step + b * mean_in * P.prefill_per_token_s / mean_out
+    """TPOT at batch b with the prefill sharing the steps: step(b) + b * prefill(in) / out."""
+    step = P.decode_step_s(float(b), b * (mean_in + mean_out / 2))
+    return step + b * P.prefill_s(mean_in) / mean_out
 
 
 @pytest.mark.parametrize(("mean_in", "mean_out", "batch", "rps"), [
     # the docstring's worked examples (Profile.capacity_rps)
-    (233.0, 221.0, 385, 34.87),  # ShareGPT (GPUStack table): step 34.9 ms + 15.0 ms prefill share
-    (2047.8, 27.9, 14, 10.52),  # Azure code 2023 (azure2023-code.csv means)
+    (233.0, 221.0, 737, 71.26),  # ShareGPT (GPUStack table): step 32.5 ms + 14.3 ms prefill share, KV-bound
+    (2047.8, 27.9, 28, 20.22),  # Azure code 2023 (azure2023-code.csv means): step 10.4 + 39.2 ms
 ])
 def test_capacity_counts_the_tpot_cost_of_prefill(mean_in: float, mean_out: float, batch: int, rps: float) -> None:
     got = P.capacity_rps(mean_in, mean_out)
     assert abs(got - rps) < 0.01
-    # the best batch is the largest whose TPOT (prefill included) is within the 50 ms budget
-    assert _tpot(mean_in, mean_out, batch) <= 0.05 < _tpot(mean_in, mean_out, batch + 1)
-    expected = 1.0 / (mean_in * P.prefill_per_token_s
-                      + mean_out * P.decode_step_s(batch, batch * (mean_in + mean_out / 2)) / batch)
+    # the best batch is the largest whose TPOT (prefill included) is within the 50 ms budget and
+    # whose KV fits in 90 % of the cache (ShareGPT: the KV bound binds at 738 x 454 tokens)
+    assert _tpot(mean_in, mean_out, batch) <= 0.05
+    assert _tpot(mean_in, mean_out, batch + 1) > 0.05 or (batch + 1) * (mean_in + mean_out) > 0.9 * P.kv_cache_tokens
+    expected = 1.0 / (P.prefill_s(mean_in)
+                      + mean_out * P.decode_step_s(float(batch), batch * (mean_in + mean_out / 2)) / batch)
     assert abs(got - expected) < 1e-9
 
 
 def _decode_only(mean_in: float, mean_out: float) -> float:
-    """The estimate before the prefill term: the best batch with step(B) <= 50 ms and KV <= 90 %."""
+    """The estimate without the prefill term: the best batch with step(B) <= 50 ms and KV <= 90 %."""
     best = 0.0
     for b in range(1, P.max_num_seqs + 1):
-        step = P.decode_step_s(b, b * (mean_in + mean_out / 2))
+        step = P.decode_step_s(float(b), b * (mean_in + mean_out / 2))
         if b * (mean_in + mean_out) > 0.9 * P.kv_cache_tokens or step > 0.05:
             break
-        best = max(best, 1.0 / (mean_in * P.prefill_per_token_s + mean_out * step / b))
+        best = max(best, 1.0 / (P.prefill_s(mean_in) + mean_out * step / b))
     return best
 
 
-def test_capacity_without_prefill_term_was_optimistic_for_prefill_heavy_mixes() -> None:
-    # decode-only bound: B = 161 for Azure code, 12.2 req/s, but that batch's TPOT with the prefill
-    # sharing the steps is ~0.47 s
-    assert abs(_decode_only(2047.8, 27.9) - 12.18) < 0.01 and _tpot(2047.8, 27.9, 161) > 0.4
-    assert P.capacity_rps(2047.8, 27.9) / _decode_only(2047.8, 27.9) < 0.9  # 10.52 / 12.18
-    # ShareGPT: 34.87 / 36.70; the new estimate is never above the old one
-    assert 0.9 < P.capacity_rps(233.0, 221.0) / _decode_only(233.0, 221.0) < 1.0
+def test_capacity_without_prefill_term_is_optimistic_for_prefill_heavy_mixes() -> None:
+    # the decode-only batch for Azure code would have a TPOT, prefill sharing the steps, far above 50 ms
+    assert P.capacity_rps(2047.8, 27.9) / _decode_only(2047.8, 27.9) < 0.9
+    assert 0.8 < P.capacity_rps(233.0, 221.0) / _decode_only(233.0, 221.0) <= 1.0
     for mi, mo in ((100.0, 1000.0), (650.0, 143.0), (156.0, 28.0), (1155.0, 211.0)):
         assert P.capacity_rps(mi, mo) <= _decode_only(mi, mo)
 
