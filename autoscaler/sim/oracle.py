@@ -9,7 +9,7 @@ every policy starts from (`experiment.Prepared.initial_need`), and `OraclePolicy
 investigations (the runner gives it its node floor).
 
 1. **Need.** Per 60 s bin, the GPU-seconds of work that arrives in it: each request costs its
-   prefill (`input * prefill_per_token_s`) plus its share of the decode steps at the replica's
+   prefill (`profile.prefill_s(input)`, attention included) plus its share of the decode steps at the replica's
    best operating batch (`output * step(B*) / B*`, `Profile.capacity_rps`). Replicas needed =
    work / 60 s / u (u, its knob, the fraction of that capacity it dares to use); the bin before
    and after count too (a burst at the edge of a bin).
@@ -43,7 +43,7 @@ def work_per_bin(trace: Trace, profile: Profile, tpot_budget_s: float = 0.05) ->
     work = np.zeros(n_bins)
     for ch in trace.chunks():
         b = np.minimum((ch.arrival // BIN_S).astype(np.int64), n_bins - 1)
-        cost = ch.n_in * profile.prefill_per_token_s + ch.n_out * per_token
+        cost = profile.prefill_s(ch.n_in.astype(np.float64)) + ch.n_out * per_token
         work += np.bincount(b, weights=cost, minlength=n_bins)
     return work
 
@@ -51,7 +51,7 @@ def work_per_bin(trace: Trace, profile: Profile, tpot_budget_s: float = 0.05) ->
 def _decode_s_per_token(profile: Profile, mean_in: float, mean_out: float, tpot_budget_s: float) -> float:
     mu = profile.capacity_rps(mean_in, mean_out, tpot_budget_s)
     # 1/mu = mean_in * t_pf + mean_out * d  ->  d
-    return max((1.0 / mu - mean_in * profile.prefill_per_token_s) / max(mean_out, 1e-9), 1e-6)
+    return max((1.0 / mu - float(profile.prefill_s(mean_in))) / max(mean_out, 1e-9), 1e-6)
 
 
 def need_replicas(work: npt.NDArray[np.float64], utilisation: float, min_replicas: int = 1) -> npt.NDArray[np.int64]:

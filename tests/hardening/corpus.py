@@ -268,9 +268,7 @@ def _profile_set(key: str, value: str) -> str:
 
 PROFILES: dict[str, str] = {
     "block-size-0": _profile_set("block_size", "0"),
-    "step-zero": _profile_set("base_s", "0").replace(_profile_line("per_seq_s"), "  per_seq_s: 0")
-    .replace(_profile_line("per_kv_token_s"), "  per_kv_token_s: 0")
-    .replace(_profile_line("prefill_per_token_s"), "  prefill_per_token_s: 0"),
+    "step-zero": _profile_set("overhead_s", "0"),
     "max-num-seqs-huge": _profile_set("max_num_seqs", "1000000000000000000"),
     "negative-load": _profile_set("model_load_s", "-100"),
     "gpus-per-replica-0": PROFILE_GOOD + "\ngpus_per_replica: 0\n",
