@@ -91,7 +91,7 @@ POLICIES: dict[str, PolicySpec] = _Registry({
                              "AIBrix APA on gpu_cache_usage_perc"),
     "wva": PolicySpec("kvCacheThreshold", 0.8, (0.95, 0.81, 0.68, 0.58, 0.49, 0.42, 0.35, 0.30),
                       "llm-d WVA, saturation analyzer V2"),
-    "static": PolicySpec("replicas x peak need", 1.0, (0.50, 0.61, 0.74, 0.91, 1.10, 1.34, 1.64, 2.00),
+    "static": PolicySpec("replicas x peak need", 1.0, (0.50, 0.67, 0.91, 1.22, 1.64, 2.21, 2.97, 4.00),
                          "a fixed fleet"),
     # not on the scoreboard
     "hpa-cpu": PolicySpec("min_replicas", 1.0, (), "HPA on CPU: never scales (not a model)"),
