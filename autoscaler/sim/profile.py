@@ -9,13 +9,16 @@ Step-time model (docs/calibration.md; fitted by simulations/tools/calibrate.py o
 per-layer kernel times, simulations/data/vllm-perf table 8). One engine step with B decoding
 sequences reading K KV tokens in total, plus P prefill tokens chunked into it (vLLM V1):
 
-    decode step(B, K) = overhead + lin(B) + head(B) + attn0 + attn_seq * B + attn_kv * K
+    decode step(B, K) = overhead + seq_overhead * B + lin(B) + head(B) + attn0 + attn_seq * B + attn_kv * K
     prefill(L)        = L * lin(M) / M + pf0 + pf1 * L + pf2 * L^2     (GPU-seconds of one L-token prompt)
 
 lin(m) = max(lin_floor + lin_slope * m, lin_compute * m) is the time of the 36 layers' linear
 ops for m tokens (memory-bound floor, then compute-bound), head(m) the same form for the LM head
 (only the sampled rows: one per decoding sequence), M = max_num_batched_tokens (a prefill token
 sits in a full chunk), pf2 * L^2 the causal attention of a prompt over its own earlier tokens.
+`overhead` is the constant per-step cost outside the kernels, `seq_overhead` the per-sequence
+per-step one (vLLM's sampling, scheduler and output processing per running request), fitted on
+the 1,000-prompt saturation run (vllm-perf table 2) jointly with `overhead` on table 1.
 lin(m) / m and head(m) / m are non-increasing in m, which `work_lower_bound_s` relies on. TTFT
 adds `ttft_overhead_s`, the non-GPU part (HTTP, chat template, tokenisation).
 """
@@ -59,6 +62,7 @@ class Profile:
     max_model_len: int
     # --- step time (seconds), see the module docstring
     overhead_s: float
+    seq_overhead_s: float
     lin_floor_s: float
     lin_slope_s: float
     lin_compute_s: float
@@ -95,8 +99,8 @@ class Profile:
     def decode_step_s(self, batch: X, context_tokens: X) -> X:
         """One decode step of `batch` sequences reading `context_tokens` KV tokens (arrays work)."""
         b = np.maximum(batch, 1.0) if isinstance(batch, np.ndarray) else max(batch, 1.0)
-        out: X = (self.overhead_s + self.linear_s(b) + self.head_s(b) + self.attn0_s + self.attn_seq_s * b
-                  + self.attn_kv_s * context_tokens)
+        out: X = (self.overhead_s + self.linear_s(b) + self.head_s(b) + self.attn0_s
+                  + (self.seq_overhead_s + self.attn_seq_s) * b + self.attn_kv_s * context_tokens)
         return out
 
     @property
@@ -124,7 +128,7 @@ class Profile:
         the prompt's prefill (plus its share of the chunked steps' fixed cost), and the step that
         emits the first token. The reference of a length-aware TTFT SLO. Worked example (Qwen3-8B/
         H100 profile, docs/calibration.md has the table): 8,192 tokens -> 0.049 s overhead + 0.1765 s
-        prefill + 0.0073 s share of the chunk steps (8,192 x 7.27 ms / 8,192) + 0.0073 s first step
+        prefill + 0.0072 s share of the chunk steps (8,192 x 7.17 ms / 8,192) + 0.0072 s first step
         = 0.240 s."""
         n = np.asarray(n_in, dtype=np.float64)
         step1 = float(self.decode_step_s(1.0, 0.0))
@@ -142,13 +146,14 @@ class Profile:
         max_num_seqs, max_num_batched_tokens); the engine charges a token step(B, K) / B of GPU
         time plus attn_kv * (its context - mean context), i.e. at least
         overhead / max_num_seqs + lin(cap) / cap + head(cap) / cap + attn0 / max_num_seqs
-        + attn_seq + attn_kv * n_in, since lin(m) / m and head(m) / m are non-increasing and
+        + seq_overhead + attn_seq + attn_kv * n_in (seq_overhead and attn_seq are paid per
+        sequence per step, i.e. exactly once per decode token), since lin(m) / m and head(m) / m are non-increasing and
         B <= max_num_seqs. The context growth (n_in + j at the j-th step) is left out: a tick
         reads the context at its start, so a coarse tick under-counts it.
         Worked example (Qwen3-8B/H100, 1,000 in / 101 out, cap = 8,192): prefill_s(1000) =
-        0.0187 s; per decode token (1.33 + 0.26) ms / 1024 + lin(8192) / 8192 (17.84 us) + head(8192)
-        / 8192 (1.75 us) + 5.99 us + 4.75e-8 x 1000 (47.5 us) = 74.7 us; total 0.0187 + 100 x
-        74.7e-6 = 0.0261 s."""
+        0.0187 s; per decode token (1.21 + 0.26) ms / 1024 + lin(8192) / 8192 (17.84 us) + head(8192)
+        / 8192 (1.75 us) + seq_overhead 32.77 us + attn_seq 5.99 us + 4.75e-8 x 1000 (47.5 us) = 107.3 us;
+        total 0.0187 + 100 x 107.3e-6 = 0.0294 s."""
         steps = np.maximum(n_out.astype(np.float64) - 1.0, 0.0)
         out: npt.NDArray[np.float64] = self.prefill_s(n_in.astype(np.float64)) + steps * (
             self.decode_token_floor_s + self.attn_kv_s * n_in)
@@ -160,7 +165,7 @@ class Profile:
         `work_lower_bound_s`)."""
         cap = float(max(self.max_num_seqs, self.max_num_batched_tokens))
         return ((self.overhead_s + self.attn0_s) / self.max_num_seqs + float(self.linear_s(cap)) / cap
-                + float(self.head_s(cap)) / cap + self.attn_seq_s)
+                + float(self.head_s(cap)) / cap + self.seq_overhead_s + self.attn_seq_s)
 
     def capacity_rps(self, mean_input: float, mean_output: float, tpot_budget_s: float = 0.05,
                      kv_fill: float = 0.9) -> float:
@@ -174,11 +179,12 @@ class Profile:
         second goes to prefill, so a decoding request gets a token every step(B) / (1 - f)
         seconds; with Little's law (B = rate * mean_output * TPOT) that is
         TPOT(B) = step(B) + B * prefill_s(mean_input) / mean_output.
-        Worked example (Qwen3-8B/H100 profile, ShareGPT 233 in / 221 out): B = 737 (KV-bound), step 32.5 ms,
-        prefill share 14.3 ms, TPOT 46.8 ms, 71.3 req/s (34.9 with the uncalibrated model before
-        2026-12-03, whose step grew 50 us per sequence); Azure code (2,048 / 28): B = 28, step
-        10.4 ms + prefill share 39.2 ms, 20.2 req/s. The kernel model is optimistic at large B
-        (saturation test, docs/calibration.md), so these are upper estimates.
+        Worked example (Qwen3-8B/H100 profile, ShareGPT 233 in / 221 out): B = 506 (TPOT-bound), step
+        40.1 ms, prefill share 9.8 ms, TPOT 49.9 ms, 45.9 req/s (71.3 at B = 737, KV-bound, before the
+        per-sequence CPU term; 34.9 with the uncalibrated model before 2026-12-03, whose step grew 50 us
+        per sequence); Azure code (2,048 / 28): B = 27, step 11.1 ms + prefill share 37.8 ms, 19.8
+        req/s. The per-sequence CPU term is vLLM 0.9.2's (docs/calibration.md): a leaner engine
+        (TRT-LLM, vLLM multi-step) would sustain more at large B.
         """
         best = 0.0
         ctx = mean_input + mean_output / 2.0
@@ -203,7 +209,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "tokens": (1, 1e9, True), "block_size": (1, 1024, True),
     "max_num_seqs": (1, 65_536, True), "max_num_batched_tokens": (1, 1e7, True), "max_model_len": (1, 1e8, True),
     # step-time terms: the per-step overhead keeps every step > 0 s (no division by zero)
-    "overhead_s": (1e-6, 60.0, False), "lin_floor_s": (0.0, 60.0, False), "lin_slope_s": (0.0, 1.0, False),
+    "overhead_s": (1e-6, 60.0, False), "seq_overhead_s": (0.0, 1.0, False), "lin_floor_s": (0.0, 60.0, False),
+    "lin_slope_s": (0.0, 1.0, False),
     "lin_compute_s": (0.0, 1.0, False), "head_floor_s": (0.0, 60.0, False), "head_slope_s": (0.0, 1.0, False),
     "head_compute_s": (0.0, 1.0, False), "attn0_s": (0.0, 1.0, False), "attn_seq_s": (0.0, 1.0, False),
     "attn_kv_s": (0.0, 1.0, False), "pf0_s": (0.0, 1.0, False), "pf1_s": (0.0, 1.0, False), "pf2_s": (0.0, 1.0, False),
@@ -214,7 +221,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
-STEP_KEYS = ("overhead_s", "lin_floor_s", "lin_slope_s", "lin_compute_s", "head_floor_s", "head_slope_s",
+STEP_KEYS = ("overhead_s", "seq_overhead_s", "lin_floor_s", "lin_slope_s", "lin_compute_s", "head_floor_s", "head_slope_s",
              "head_compute_s", "attn0_s", "attn_seq_s", "attn_kv_s", "pf0_s", "pf1_s", "pf2_s", "ttft_overhead_s")
 
 

@@ -22,14 +22,14 @@ def _tpot(mean_in: float, mean_out: float, b: int) -> float:
 
 @pytest.mark.parametrize(("mean_in", "mean_out", "batch", "rps"), [
     # the docstring's worked examples (Profile.capacity_rps)
-    (233.0, 221.0, 737, 71.26),  # ShareGPT (GPUStack table): step 32.5 ms + 14.3 ms prefill share, KV-bound
-    (2047.8, 27.9, 28, 20.22),  # Azure code 2023 (azure2023-code.csv means): step 10.4 + 39.2 ms
+    (233.0, 221.0, 506, 45.86),  # ShareGPT (GPUStack table): step 40.1 ms + 9.8 ms prefill share, TPOT-bound
+    (2047.8, 27.9, 27, 19.80),  # Azure code 2023 (azure2023-code.csv means): step 11.1 + 37.8 ms
 ])
 def test_capacity_counts_the_tpot_cost_of_prefill(mean_in: float, mean_out: float, batch: int, rps: float) -> None:
     got = P.capacity_rps(mean_in, mean_out)
     assert abs(got - rps) < 0.01
     # the best batch is the largest whose TPOT (prefill included) is within the 50 ms budget and
-    # whose KV fits in 90 % of the cache (ShareGPT: the KV bound binds at 738 x 454 tokens)
+    # whose KV fits in 90 % of the cache (ShareGPT: the TPOT bound binds at 507; Azure code: at 28)
     assert _tpot(mean_in, mean_out, batch) <= 0.05
     assert _tpot(mean_in, mean_out, batch + 1) > 0.05 or (batch + 1) * (mean_in + mean_out) > 0.9 * P.kv_cache_tokens
     expected = 1.0 / (P.prefill_s(mean_in)
