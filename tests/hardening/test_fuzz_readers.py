@@ -223,7 +223,7 @@ def test_scenario_files_load_or_fail_with_value_error(tmp_path_factory: pytest.T
 
 
 PROFILE = (PROFILE_DIR / "qwen3-8b-h100.yaml").read_text()
-PROFILE_KEYS = ["tokens", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "overhead_s",
+PROFILE_KEYS = ["tokens", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "overhead_s", "seq_overhead_s",
                 "lin_floor_s", "lin_slope_s", "lin_compute_s", "head_floor_s", "head_slope_s", "head_compute_s",
                 "attn0_s", "attn_seq_s", "attn_kv_s", "pf0_s", "pf1_s", "pf2_s", "ttft_overhead_s", "node_provision_s",
                 "container_start_s", "model_load_s", "drain_grace_s", "node_idle_remove_s", "gpus_per_node"]

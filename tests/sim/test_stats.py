@@ -68,9 +68,9 @@ def test_ttft_bound_with_the_profile_idle_ttft() -> None:
     # Qwen3-8B/H100: a 1,000-token prompt keeps the flat 2 s; a 20,000-token one gets 5 x its idle
     # TTFT (overhead + prefill with its attention term + the first decode step)
     p = load_profile("qwen3-8b-h100")
-    idle = p.ttft_overhead_s + p.decode_step_s(1, 0)
     got = Slo(2.0, 0.1, 5.0).ttft_bound_s(np.array([1_000, 20_000]), p.idle_ttft_s)
-    assert got.tolist() == pytest.approx([2.0, 5.0 * (idle + float(p.prefill_s(20_000.0)))])
+    assert got.tolist() == pytest.approx([2.0, 5.0 * float(p.idle_ttft_s(np.array([20_000]))[0])])
+    assert 5.0 * float(p.idle_ttft_s(np.array([20_000]))[0]) > 2.0
 
 
 def _fin_in(ttft: list[float], in_tokens: list[int] | None, tpot: float = 0.05) -> Finished:
