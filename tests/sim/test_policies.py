@@ -71,7 +71,7 @@ def test_every_grid_point_builds_and_decides(name: str) -> None:
     ("ray", 35.0, 140),   # max_ongoing_requests = 4 x target_ongoing_requests
     ("ray", 16.0, 64),
     ("hpa", 78.0, None), ("hpa-waiting", 1.0, None), ("keda", 78.0, None), ("aibrix-apa", 0.5, None),
-    ("wva", 0.8, None), ("static", 1.0, None), ("queue-lead", 96.0, None),
+    ("wva", 0.8, None), ("static", 1.0, None), ("queue-lead", 172.0, None),
 ])
 def test_pod_concurrency_limits(name: str, knob: float, limit: int | None) -> None:
     assert getattr(make_policy(name, knob, 1, 10), "pod_concurrency_limit", None) == limit
