@@ -208,12 +208,14 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
            md_out: str | None, plot_out: str | None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from autoscaler.sim.executor import ExecutorError, check_spec
     from autoscaler.sim.experiment import load_protocol, run_sweep
     from autoscaler.sim.scoreboard import sweep_document, sweep_markdown
 
     try:
+        check_spec(executor)  # a bad spec or a missing extra fails before any run
         protocol = load_protocol()
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ExecutorError) as exc:
         fail(str(exc))
     grids = _sweep_grids(sc, protocol, names, overrides)
     for name, grid in grids.items():
@@ -228,7 +230,7 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
         task = bar.add_task(f"sweep ({total} runs, {len(seeds)} seeds)", total=total)
         try:
             out = run_sweep(sc, grids, seeds, executor, jobs or os.cpu_count() or 1, lambda: bar.advance(task))
-        except ValueError as exc:  # an unknown executor, a slice a seed cannot prepare
+        except (ValueError, ExecutorError) as exc:  # no scheduler answering, a slice a seed cannot prepare
             fail(str(exc))
     meta = {"trace": prep.trace.describe(), "profile": prep.profile.name, "dt_s": sc.dt,
             "peak_need_seed0": prep.peak_need, "max_replicas": sc.max_replicas, "min_replicas": sc.min_replicas,

@@ -222,3 +222,15 @@ def test_every_published_document_follows_the_schema() -> None:
     for doc in docs:
         validate(doc, schema, schema, doc.get("scenario", "$"))
         assert doc["preregistered"] is True, doc["scenario"]
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("bogus", "unknown (allowed: local, dask://HOST:PORT)"),
+    ("dask://127.0.0.1:1", "no Dask scheduler answered at tcp://127.0.0.1:1"),  # ~10 s: the connect timeout
+])
+def test_a_bad_or_unreachable_executor_is_one_line_and_exit_2(spec: str, says: str) -> None:
+    res = CliRunner().invoke(main, ["simulate", "--scenario", DEMO, "--duration", "240", "--sweep", "--seeds", "1",
+                                    "--policy", "static", "--knobs", "static=1", "--executor", spec])
+    assert res.exit_code == 2, res.output
+    assert says in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
