@@ -109,6 +109,59 @@ class MetricSample:
 
 
 @dataclass(frozen=True)
+class LatencyHistogram:
+    """One pod's latency histogram over the rate window, as Prometheus gives it:
+    `rate(<family>_bucket[window])` summed by `le`. For each upper bound `le` (ascending, the last
+    one `+Inf`), the requests per second whose latency was at most `le` (cumulative, so the
+    rates never decrease and the last one is the count rate).
+
+    Worked example: bounds (1.0, 2.5, +Inf) with rates (6.0, 9.0, 10.0): 10 requests/s in all;
+    the fraction within 2 s interpolates linearly inside the (1.0, 2.5] bucket, as
+    `histogram_quantile` does: (6 + 3 x (2 - 1) / 1.5) / 10 = 0.8.
+    """
+
+    upper_bounds: tuple[float, ...]
+    cumulative_per_second: tuple[float, ...]
+    timestamp: float
+
+    @property
+    def count_per_second(self) -> float:
+        return self.cumulative_per_second[-1] if self.cumulative_per_second else 0.0
+
+    def health(self, now: float, stale_after_seconds: float) -> SampleHealth:
+        """NAN when malformed (lengths differ, bounds not ascending or not ending at +Inf, a rate
+        non-finite, negative or decreasing), else STALE or FRESH like a `MetricSample`."""
+        bounds, rates = self.upper_bounds, self.cumulative_per_second
+        if len(bounds) != len(rates) or not bounds or bounds[-1] != math.inf:
+            return SampleHealth.NAN
+        if any(not math.isfinite(r) or r < 0 for r in rates):
+            return SampleHealth.NAN
+        if any(b2 <= b1 for b1, b2 in zip(bounds, bounds[1:])) or any(r2 < r1 for r1, r2 in zip(rates, rates[1:])):
+            return SampleHealth.NAN
+        if now - self.timestamp > stale_after_seconds:
+            return SampleHealth.STALE
+        return SampleHealth.FRESH
+
+    def within(self, threshold: float) -> float:
+        """Requests per second with a latency of at most `threshold`, interpolated linearly inside
+        the bucket that holds it (from 0 at the first bucket's lower edge 0). Beyond the last
+        finite bound nothing is known: only that bound's rate counts as within."""
+        lower_bound, lower_rate = 0.0, 0.0
+        for bound, rate in zip(self.upper_bounds, self.cumulative_per_second):
+            if threshold < bound:
+                if bound == math.inf:
+                    return lower_rate
+                return lower_rate + (rate - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
+            lower_bound, lower_rate = bound, rate
+        return lower_rate
+
+    def fraction_within(self, threshold: float) -> float | None:
+        """Share of the requests with a latency of at most `threshold`; None when none finished."""
+        count = self.count_per_second
+        return self.within(threshold) / count if count > 0 else None
+
+
+@dataclass(frozen=True)
 class PodStartup:
     """Lifecycle timestamps of a pod, read from its status (creation, PodScheduled, Ready)."""
 
@@ -129,6 +182,16 @@ class ReadyPod:
     # rate(vllm:request_success_total[1m]): requests this pod finishes per second. Optional:
     # without it the queue demand falls back to the batch model (see policy/demand.py).
     completed_per_second: MetricSample | None = None
+    # The SLO signals (all optional; without them the SLO capacity step holds and the other
+    # signals decide). Token rates: rate(vllm:prompt_tokens_total[w]) and
+    # rate(vllm:generation_tokens_total[w]). Latency histograms over the same window:
+    # vllm:time_to_first_token_seconds; per-request TPOT (vllm:request_time_per_output_token_seconds,
+    # vLLM >= 0.11) or else vllm:time_per_output_token_seconds; vllm:request_queue_time_seconds.
+    prompt_tokens_per_second: MetricSample | None = None
+    generation_tokens_per_second: MetricSample | None = None
+    ttft: LatencyHistogram | None = None
+    tpot: LatencyHistogram | None = None
+    queue_time: LatencyHistogram | None = None
 
 
 class PodStage(StrEnum):
