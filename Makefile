@@ -53,6 +53,7 @@ experiments: venv
 			--plot simulations/results/$$s.png || exit 1; \
 	done
 	$(PY) simulations/tools/summary.py
+	$(PY) simulations/tools/slo_defaults.py --jobs $(JOBS)
 
 # The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
 tuning: venv

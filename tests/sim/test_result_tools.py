@@ -59,3 +59,31 @@ def test_misses_by_time_sums_the_minutes_into_windows() -> None:
     with pytest.raises(ValueError, match="not a number"):
         tool.parse_run("oracle=low")
     assert tool.parse_run("oracle=0.22") == ("oracle", 0.22)
+
+
+def _outcome(seed: int, att: float, nodes: float) -> Any:
+    from autoscaler.sim.experiment import Outcome
+
+    return Outcome("queue-lead", 172.0, seed, att, nodes, nodes * 0.9, 10, 1000, 1.0)
+
+
+def _sweep_doc(bound: float, costs: dict[str, float | None]) -> dict[str, Any]:
+    cell = {name: None if c is None else {"mean": c, "ci95": [c - 0.1, c + 0.1]} for name, c in costs.items()}
+    return {"slo": {"attainment_targets": [0.9, 0.95, 0.99]}, "lower_bound": {"cost_at": {"0.99": bound}},
+            "policies": {name: {"cost_at": {"0.99": c}} for name, c in cell.items()}}
+
+
+def test_slo_defaults_bars() -> None:
+    tool = _tool("slo_defaults")
+    # bound 4, cheapest baseline static 8 (queue-lead's own sweep, 5, is not a baseline; hpa never
+    # reaches 99 %): half-gap bar 4 + 0.5 x (8 - 4) = 6; 1.25 x bound = 5. Mean 99.5 % at 5.5 GPU-h:
+    # reached, half-gap met, 1.25 x bound missed.
+    doc = _sweep_doc(4.0, {"queue-lead": 5.0, "static": 8.0, "keda": 9.0, "hpa": None})
+    r = tool.row("s", [_outcome(0, 0.995, 5.0), _outcome(1, 0.995, 6.0)], doc)
+    assert r["best_baseline"] == {"policy": "static", "cost": 8.0}
+    assert r["half_gap_bar"] == pytest.approx(6.0) and r["bound_bar"] == pytest.approx(5.0)
+    assert (r["reached"], r["half_gap_met"], r["bound_bar_met"]) == (True, True, False)
+    # Below the attainment target no cost bar is met, however cheap.
+    r = tool.row("s", [_outcome(0, 0.98, 1.0), _outcome(1, 0.985, 1.0)], doc)
+    assert (r["reached"], r["half_gap_met"], r["bound_bar_met"]) == (False, False, False)
+    assert "| s | 98.2 [" in tool.markdown([r])
