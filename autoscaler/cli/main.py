@@ -32,7 +32,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="autoscaler")
+@click.version_option(__version__, prog_name="autoscaler", message="%(prog)s %(version)s")
 def main() -> None:
     """Autoscale vLLM Deployments on request queue depth and KV-cache usage."""
 

@@ -8,6 +8,7 @@ Metric names start with `vllm_autoscaler_`. Every decision's reason is a label v
 from __future__ import annotations
 
 import asyncio
+import platform
 import threading
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from autoscaler import __version__
 from autoscaler.policy.types import Decision, Reason
 
 TARGET = ("namespace", "deployment")
@@ -80,6 +82,11 @@ class ControllerMetrics:
         self.config_generation = Gauge(
             "vllm_autoscaler_config_generation", "Generation of the config in force.", registry=r
         )
+        self.build_info = Gauge(
+            "vllm_autoscaler_build_info", "1, labelled with the controller's version and its Python's.",
+            ("version", "python_version"), registry=r,
+        )
+        self.build_info.labels(__version__, platform.python_version()).set(1)
 
     def record_decision(self, namespace: str, deployment: str, decision: Decision) -> None:
         labels = (namespace, deployment)
