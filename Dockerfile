@@ -3,19 +3,37 @@
 #
 # Two stages: the build stage installs the package and its dependencies into a virtualenv; the
 # runtime stage copies only that virtualenv onto the same slim Python, and runs as a non-root
-# user with no shell tools the controller does not need. The base is pinned by version; pin it
-# by digest too in your registry (python:3.11.11-slim-bookworm@sha256:...).
+# user with no shell tools the controller does not need.
+#
+# Every Python package is hash-locked: requirements.lock (the runtime dependencies: exact
+# versions, the sha256 of every file) and requirements-build.lock (setuptools, which builds our
+# wheel); each file's header has the command that regenerates it.
+#
+# The base is pinned by version only: this repository could not reach a container registry to
+# read its digest. Pin it in your build (`docker buildx imagetools inspect
+# python:3.11.11-slim-bookworm` prints it):
+#   docker build --build-arg PYTHON_IMAGE=python:3.11.11-slim-bookworm@sha256:<digest> .
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/vllm-queue-autoscaler
 WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY autoscaler ./autoscaler
+# The build tool in a virtualenv of its own: none of it reaches the image.
+COPY requirements-build.lock ./
+RUN python -m venv /opt/build \
+ && /opt/build/bin/pip install --require-hashes -r requirements-build.lock
+# The runtime dependencies first (a layer that changes only with the lock).
 # Byte-compiled at install time: the runtime root filesystem is read-only.
-RUN /opt/vllm-queue-autoscaler/bin/pip install . \
+COPY requirements.lock ./
+RUN python -m venv /opt/vllm-queue-autoscaler \
+ && /opt/vllm-queue-autoscaler/bin/pip install --require-hashes -r requirements.lock
+# The package itself, without its dependencies (they are the locked ones above).
+COPY pyproject.toml README.md LICENSE ./
+COPY autoscaler ./autoscaler
+RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /wheels . \
+ && /opt/vllm-queue-autoscaler/bin/pip install --no-deps /wheels/*.whl \
+ && /opt/vllm-queue-autoscaler/bin/pip check \
  && /opt/vllm-queue-autoscaler/bin/autoscaler --version
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -23,6 +41,7 @@ LABEL org.opencontainers.image.title="vllm-queue-autoscaler" \
       org.opencontainers.image.description="Autoscales vLLM Deployments on queue depth and KV-cache usage" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/vllm-queue-autoscaler /opt/vllm-queue-autoscaler
+COPY LICENSE /usr/share/doc/vllm-queue-autoscaler/LICENSE
 ENV PATH=/opt/vllm-queue-autoscaler/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

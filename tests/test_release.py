@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from prometheus_client.parser import text_string_to_metric_families
 
 import autoscaler
@@ -62,3 +64,87 @@ def test_license_file_and_spdx_metadata() -> None:
     assert minimum and int(minimum.group(1)) >= 77, "PEP 639 metadata needs setuptools>=77 to build"
     # the image labels the same license
     assert 'org.opencontainers.image.licenses="Apache-2.0"' in (REPO / "Dockerfile").read_text()
+
+
+# --------------------------------------------------------------------------- the hash-locked image
+
+
+def _lock(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """`name==version` entries of a `--generate-hashes` lock: canonical name -> (version, hashes)."""
+    entries: dict[str, tuple[str, list[str]]] = {}
+    text = re.sub(r"\\\n\s*", " ", path.read_text())  # join the continuation lines
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})*)", line)
+        assert m, f"{path.name}: not an exact, hashed pin: {line[:80]}"
+        entries[canonicalize_name(m.group(1))] = (m.group(2), re.findall(r"sha256:([0-9a-f]{64})", m.group(3)))
+    return entries
+
+
+RUNTIME_LOCK = REPO / "requirements.lock"
+BUILD_LOCK = REPO / "requirements-build.lock"
+LINUX_311 = {"python_version": "3.11", "python_full_version": "3.11.11", "sys_platform": "linux",
+             "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+             "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+REGENERATE = "regenerate it with the command in its header"
+
+
+def test_every_runtime_dependency_is_locked_with_a_hash() -> None:
+    locked = _lock(RUNTIME_LOCK)
+    assert locked and all(hashes for _, hashes in locked.values()), f"{RUNTIME_LOCK.name}: a pin without --hash"
+    for spec in PYPROJECT["project"]["dependencies"]:
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        assert name in locked, f"{req.name} is not in requirements.lock: {REGENERATE}"
+        version, _ = locked[name]
+        assert req.specifier.contains(version, prereleases=True), (
+            f"requirements.lock pins {req.name}=={version}, pyproject asks {req.specifier}: {REGENERATE}")
+    # no test or optional extra sneaks into the image
+    extras = {canonicalize_name(Requirement(s).name) for specs in PYPROJECT["project"]["optional-dependencies"].values()
+              for s in specs}
+    assert not {"pytest", "mypy", "numpy", "matplotlib", "hypothesis"} & extras & set(locked)
+
+
+def test_runtime_lock_is_closed_over_the_installed_dependencies() -> None:
+    """Each locked package's own requirements (Python 3.11, Linux x86_64) are locked too, as far as
+    the packages installed here are the locked versions (their metadata is what we can read)."""
+    locked = _lock(RUNTIME_LOCK)
+    checked = 0
+    for name, (version, _) in locked.items():
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        checked += 1
+        for spec in dist.requires or []:
+            req = Requirement(spec)
+            if req.marker is not None and not req.marker.evaluate({**LINUX_311, "extra": ""}):
+                continue
+            dep = canonicalize_name(req.name)
+            assert dep in locked, f"{name} needs {req.name}, which requirements.lock lacks: {REGENERATE}"
+            assert req.specifier.contains(locked[dep][0], prereleases=True), (name, spec, locked[dep][0])
+    assert checked >= len(PYPROJECT["project"]["dependencies"])
+
+
+def test_build_lock_satisfies_the_build_requirements() -> None:
+    locked = _lock(BUILD_LOCK)
+    assert locked and all(hashes for _, hashes in locked.values())
+    for spec in PYPROJECT["build-system"]["requires"]:
+        req = Requirement(spec)
+        assert req.specifier.contains(locked[canonicalize_name(req.name)][0]), (spec, locked)
+
+
+def test_dockerfile_installs_the_locks_only() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    installs = [i.strip() for i in re.findall(r"pip install ([^\n\\&]+)", dockerfile)]
+    assert installs == ["--require-hashes -r requirements-build.lock", "--require-hashes -r requirements.lock",
+                        "--no-deps /wheels/*.whl"], installs
+    assert "pip wheel --no-deps --no-build-isolation" in dockerfile  # setuptools from the build lock
+    ignored = (REPO / ".dockerignore").read_text().split()
+    copied = {name for line in re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M) for name in line.split()}
+    for name in ("LICENSE", RUNTIME_LOCK.name, BUILD_LOCK.name):
+        assert f"!{name}" in ignored and name in copied, name
