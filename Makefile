@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test lint prometheus demo experiments tuning bench image deploy-config clean
+.PHONY: venv test lint prometheus demo experiments tuning bench image deploy-config release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,11 @@ image:
 # kustomize reads no file outside deploy/controller; tests/test_deploy.py fails when the copy differs.
 deploy-config:
 	cp config/autoscaler.yaml deploy/controller/autoscaler.yaml
+
+# deploy/release.yaml, the kit in one file: `kubectl kustomize deploy/release` (the venv's kubectl);
+# tests/test_deploy.py fails when it is not a fresh build.
+release: venv
+	$(PY) tools/build_release.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis

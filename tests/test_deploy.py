@@ -11,12 +11,14 @@ tests fail, with how to install them, when either is missing.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 import textwrap
 from collections.abc import Iterator
@@ -41,8 +43,10 @@ DEPLOY = REPO / "deploy"
 CONFIG = REPO / "config" / "autoscaler.yaml"
 KUBE_ADAPTER = REPO / "autoscaler" / "adapters" / "kubernetes" / "client.py"
 TELEMETRY = REPO / "autoscaler" / "controller" / "telemetry.py"
-TREES = ["deploy/controller", "deploy/vllm", "deploy/vllm/base", "deploy/vllm/overlays/tp2",
-         "deploy/vllm/overlays/air-gapped"]
+# deploy/release = deploy/controller + the prometheus-operator component (deploy/release.yaml is its build).
+CONTROLLER_TREES = ["deploy/controller", "deploy/release"]
+VLLM_TREES = ["deploy/vllm", "deploy/vllm/base", "deploy/vllm/overlays/tp2", "deploy/vllm/overlays/air-gapped"]
+TREES = CONTROLLER_TREES + VLLM_TREES
 CONTROLLER_NAMESPACE = "vllm-queue-autoscaler"
 SA_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -99,21 +103,23 @@ def _container(deployment: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_trees_build_with_the_expected_objects(built: dict[str, list[dict[str, Any]]]) -> None:
     kinds = {tree: sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs) for tree, docs in built.items()}
-    assert kinds["deploy/controller"] == sorted([
-        "Namespace/vllm-queue-autoscaler", "ServiceAccount/vllm-queue-autoscaler",
-        "ClusterRole/vllm-queue-autoscaler", "ClusterRoleBinding/vllm-queue-autoscaler",
-        "Role/vllm-queue-autoscaler", "RoleBinding/vllm-queue-autoscaler", "ConfigMap/vllm-queue-autoscaler",
-        "Deployment/vllm-queue-autoscaler", "Service/vllm-queue-autoscaler",
-        "PodDisruptionBudget/vllm-queue-autoscaler", "ServiceMonitor/vllm-queue-autoscaler",
-        "PrometheusRule/vllm-queue-autoscaler",
-    ])
+    base = ["Namespace/vllm-queue-autoscaler", "ServiceAccount/vllm-queue-autoscaler",
+            "ClusterRole/vllm-queue-autoscaler", "ClusterRoleBinding/vllm-queue-autoscaler",
+            "Role/vllm-queue-autoscaler", "RoleBinding/vllm-queue-autoscaler", "ConfigMap/vllm-queue-autoscaler",
+            "Deployment/vllm-queue-autoscaler", "Service/vllm-queue-autoscaler",
+            "PodDisruptionBudget/vllm-queue-autoscaler"]
+    # the base needs no CRD; the release adds the Prometheus Operator's objects to it, unchanged
+    assert kinds["deploy/controller"] == sorted(base)
+    assert kinds["deploy/release"] == sorted(base + ["ServiceMonitor/vllm-queue-autoscaler",
+                                                     "PrometheusRule/vllm-queue-autoscaler"])
+    assert all(d in built["deploy/release"] for d in built["deploy/controller"])
     vllm = sorted(["Namespace/llm", "PersistentVolumeClaim/vllm-model-cache", "Deployment/qwen3-8b",
                    "Service/qwen3-8b", "PodMonitor/qwen3-8b"])
-    for tree in TREES[1:]:
+    for tree in VLLM_TREES:
         assert kinds[tree] == vllm, tree
     for tree in TREES:
         namespaced = [d for d in built[tree] if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")]
-        expected = CONTROLLER_NAMESPACE if tree == "deploy/controller" else "llm"
+        expected = CONTROLLER_NAMESPACE if tree in CONTROLLER_TREES else "llm"
         assert {d["metadata"].get("namespace") for d in namespaced} == {expected}, tree
     assert built["deploy/vllm"] == built["deploy/vllm/base"]
 
@@ -228,10 +234,10 @@ def test_every_manifest_deserializes_into_the_client_models(built: dict[str, lis
 def test_built_trees_lint_clean(built: dict[str, list[dict[str, Any]]]) -> None:
     for tree in TREES:
         result = CliRunner().invoke(main, ["lint", "-"], input=yaml.safe_dump_all(built[tree]))
-        expected = "no vLLM workload" if tree == "deploy/controller" else "clean: 1 vLLM workload"
+        expected = "no vLLM workload" if tree in CONTROLLER_TREES else "clean: 1 vLLM workload"
         assert result.exit_code == 0 and expected in result.stdout, f"{tree}:\n{result.output}"
     # with the controller's ConfigMap, which targets the Deployment, beside it: still clean
-    both = yaml.safe_dump_all(built["deploy/controller"] + built["deploy/vllm"])
+    both = yaml.safe_dump_all(built["deploy/release"] + built["deploy/vllm"])
     result = CliRunner().invoke(main, ["lint", "-"], input=both)
     assert result.exit_code == 0 and "clean" in result.stdout, result.output
 
@@ -411,7 +417,7 @@ def test_controller_reads_the_generated_config_as_a_directory(built: dict[str, l
     service = _one(docs, "Service")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
     assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
-    monitor = _one(docs, "ServiceMonitor")
+    monitor = _one(built["deploy/release"], "ServiceMonitor")
     assert all(service["metadata"]["labels"].get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
@@ -482,7 +488,7 @@ def _queried_metrics(expr: str) -> set[str]:
 
 
 def _rules(built: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [r for g in _one(built["deploy/controller"], "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    return [r for g in _one(built["deploy/release"], "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
 
 
 def test_alerts_cover_the_issue_and_query_exported_metrics(built: dict[str, list[dict[str, Any]]]) -> None:
@@ -498,7 +504,7 @@ def test_alerts_cover_the_issue_and_query_exported_metrics(built: dict[str, list
 
 def test_promtool_checks_and_unit_tests_the_alerts(built: dict[str, list[dict[str, Any]]], promtool: str,
                                                    tmp_path: Path) -> None:
-    groups = _one(built["deploy/controller"], "PrometheusRule")["spec"]["groups"]
+    groups = copy.deepcopy(_one(built["deploy/release"], "PrometheusRule")["spec"]["groups"])  # session fixture
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
     check = subprocess.run([promtool, "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=60)
@@ -771,3 +777,176 @@ def test_documented_kustomize_paths_and_lint_commands_work(monkeypatch: pytest.M
             continue
         result = CliRunner().invoke(main, ["lint", *args])
         assert result.exit_code in (0, 1), (line, result.output)
+
+
+# --------------------------------------------------------------------------- release artefacts
+
+RUNBOOKS = REPO / "docs" / "runbooks.md"
+RUNBOOK_BASE = "https://github.com/vllm-queue-autoscaler/vllm-queue-autoscaler/blob/main/docs/runbooks.md#"
+COMPONENTS = DEPLOY / "components"
+RELEASE = DEPLOY / "release.yaml"
+
+
+def test_every_alert_has_a_runbook_section(built: dict[str, list[dict[str, Any]]]) -> None:
+    from tests.test_docs import _anchors
+
+    anchors = _anchors(RUNBOOKS)
+    text = RUNBOOKS.read_text()
+    for rule in _rules(built):
+        url = rule["annotations"].get("runbook_url", "")
+        assert url.startswith(RUNBOOK_BASE), f"{rule['alert']}: runbook_url {url!r} is not into docs/runbooks.md"
+        anchor = url[len(RUNBOOK_BASE):]
+        assert anchor in anchors, f"{rule['alert']}: docs/runbooks.md has no heading #{anchor}"
+        section = text.split(f"\n## {rule['alert']}\n", 1)[1].split("\n## ", 1)[0]
+        for part in ("**Means.**", "**Check.**", "**Do.**"):
+            assert part in section, f"docs/runbooks.md#{anchor} lacks {part}"
+
+
+def _kustomization_paths(path: Path) -> list[str]:
+    """Every file or folder a kustomization.yaml names."""
+    doc = yaml.safe_load(path.read_text())
+    names = list(doc.get("resources") or []) + list(doc.get("components") or [])
+    names += [p["path"] for p in doc.get("patches") or [] if "path" in p]
+    names += list(doc.get("patchesStrategicMerge") or [])
+    for generator in (doc.get("configMapGenerator") or []) + (doc.get("secretGenerator") or []):
+        names += [f.split("=", 1)[-1] for f in generator.get("files") or []]
+    return names
+
+
+def test_every_file_a_kustomization_lists_exists() -> None:
+    kustomizations = sorted(DEPLOY.rglob("kustomization.yaml"))
+    assert len(kustomizations) >= 11
+    for path in kustomizations:
+        for name in _kustomization_paths(path):
+            target = path.parent / name
+            assert target.is_file() or (target / "kustomization.yaml").is_file(), f"{path.relative_to(REPO)}: {name}"
+    # every manifest beside a kustomization is used by it (a file nobody lists is never applied)
+    for path in kustomizations:
+        listed = {(path.parent / n).resolve() for n in _kustomization_paths(path)}
+        for manifest in path.parent.glob("*.yaml"):
+            if manifest.name != "kustomization.yaml":
+                assert manifest.resolve() in listed, f"{manifest.relative_to(REPO)} is in no kustomization"
+
+
+def test_components_are_kustomize_components() -> None:
+    names = sorted(p.name for p in COMPONENTS.iterdir())
+    assert names == ["grafana-dashboard", "network-policy", "prometheus-operator"]
+    for name in names:
+        doc = yaml.safe_load((COMPONENTS / name / "kustomization.yaml").read_text())
+        assert doc["apiVersion"] == "kustomize.config.k8s.io/v1alpha1" and doc["kind"] == "Component", name
+
+
+@pytest.fixture(scope="session")
+def with_all_components(kubectl: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """An overlay of one's own, as docs/install.md shows it: deploy/controller plus every component
+    (built from a copy of deploy/: kustomize takes no absolute path)."""
+    root = tmp_path_factory.mktemp("overlay")
+    shutil.copytree(DEPLOY, root / "deploy")
+    (root / "mine").mkdir()
+    (root / "mine" / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": ["../deploy/controller"],
+        "components": [f"../deploy/components/{c}" for c in ("prometheus-operator", "network-policy",
+                                                              "grafana-dashboard")],
+    }))
+    proc = subprocess.run([kubectl, "kustomize", "mine"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def test_an_overlay_with_every_component_builds(built: dict[str, list[dict[str, Any]]],
+                                                with_all_components: list[dict[str, Any]]) -> None:
+    kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in with_all_components)
+    base = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in built["deploy/controller"])
+    assert kinds == sorted(base + ["ServiceMonitor/vllm-queue-autoscaler", "PrometheusRule/vllm-queue-autoscaler",
+                                   "NetworkPolicy/vllm-queue-autoscaler",
+                                   "ConfigMap/vllm-queue-autoscaler-dashboard"])
+    for doc in with_all_components:  # components carry the kit's namespace and labels themselves
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert doc["metadata"]["namespace"] == CONTROLLER_NAMESPACE, doc["kind"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "vllm-queue-autoscaler", doc["kind"]
+    release = {(d["kind"], d["metadata"]["name"]): d for d in built["deploy/release"]}
+    for doc in with_all_components:
+        if (doc["kind"], doc["metadata"]["name"]) in release:
+            assert doc == release[(doc["kind"], doc["metadata"]["name"])], doc["kind"]
+
+
+def test_grafana_dashboard_component(with_all_components: list[dict[str, Any]], kubectl: str) -> None:
+    configmap = _one(with_all_components, "ConfigMap", "vllm-queue-autoscaler-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's default label
+    (key,) = configmap["data"]
+    assert key.endswith(".json") and json.loads(configmap["data"][key]) == json.loads(DASHBOARD.read_text())
+    # deploy/grafana alone builds the same ConfigMap (`kubectl apply -k deploy/grafana`)
+    proc = subprocess.run([kubectl, "kustomize", "deploy/grafana"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [d for d in yaml.safe_load_all(proc.stdout) if d] == [configmap]
+
+
+def test_network_policy_component(with_all_components: list[dict[str, Any]]) -> None:
+    policy = _one(with_all_components, "NetworkPolicy")
+    spec = policy["spec"]
+    deployment = _one(with_all_components, "Deployment", "vllm-queue-autoscaler")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert spec["podSelector"]["matchLabels"].items() <= labels.items() and spec["podSelector"]["matchLabels"]
+    assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
+    config = load_config_text(CONFIG.read_text())
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    # in: only the metrics port, only from the monitoring namespace
+    (ingress,) = spec["ingress"]
+    assert ingress["from"] == [monitoring]
+    assert ingress["ports"] == [{"port": config.controller.metrics_port, "protocol": "TCP"}]
+    # out: the API server, DNS, Prometheus, nothing else
+    egress = {(p["port"], p["protocol"]): rule.get("to") for rule in spec["egress"] for p in rule["ports"]}
+    prometheus_port = int(str(config.controller.prometheus.url).rsplit(":", 1)[1].split("/")[0])
+    assert egress == {(443, "TCP"): None, (6443, "TCP"): None, (53, "UDP"): None, (53, "TCP"): None,
+                      (prometheus_port, "TCP"): [monitoring]}
+    assert ".monitoring.svc" in str(config.controller.prometheus.url)
+
+
+def test_release_yaml_is_a_fresh_build(kubectl: str) -> None:
+    proc = subprocess.run([sys.executable, "tools/build_release.py", "--check", "--kubectl", kubectl], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (f"deploy/release.yaml is out of date: run `make release` and commit it\n"
+                                  f"{proc.stdout}{proc.stderr}")
+
+
+def test_release_yaml_holds_the_whole_kit(built: dict[str, list[dict[str, Any]]]) -> None:
+    docs = [d for d in yaml.safe_load_all(RELEASE.read_text()) if d]
+    assert docs == built["deploy/release"]
+    assert docs[0]["kind"] == "Namespace"  # `kubectl apply -f` creates it before what it holds
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for doc in docs:
+        assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], doc
+        if doc["kind"] in cluster_scoped:
+            assert "namespace" not in doc["metadata"], doc["kind"]
+        else:
+            assert doc["metadata"]["namespace"] == CONTROLLER_NAMESPACE, doc["kind"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "vllm-queue-autoscaler", doc["kind"]
+    configmap = _one(docs, "ConfigMap", "vllm-queue-autoscaler")
+    assert configmap["data"]["autoscaler.yaml"] == (DEPLOY / "controller" / "autoscaler.yaml").read_text()
+
+
+def test_release_yaml_applies_on_the_api_test_server(kube_api_client: Any, kube_server: Any) -> None:
+    """What tests/kube_api_server.py holds (Deployments, ConfigMaps; it has no Namespace, RBAC,
+    Service, PodDisruptionBudget or CRD kinds) is created through the API as `kubectl apply` would,
+    and stored unchanged; the rest is checked by the model round trip and the tests above."""
+    from kubernetes import utils
+
+    from tests.kube_api_server import RESOURCES
+
+    held = {(r.api_version, r.kind) for r in RESOURCES}
+    created = []
+    for doc in yaml.safe_load_all(RELEASE.read_text()):
+        if not doc or (doc["apiVersion"], doc["kind"]) not in held:
+            continue
+        utils.create_from_dict(kube_api_client, doc)
+        stored = kube_server.get(doc["kind"], doc["metadata"]["namespace"], doc["metadata"]["name"])
+        assert stored is not None, doc["kind"]
+        for field in ("spec", "data"):
+            if field in doc:
+                assert stored[field] == doc[field] or field == "spec" and {
+                    k: v for k, v in stored[field].items() if k in doc[field]} == doc[field], doc["kind"]
+        assert stored["metadata"]["labels"] == doc["metadata"]["labels"]
+        created.append(doc["kind"])
+    assert sorted(created) == ["ConfigMap", "Deployment"]
