@@ -25,7 +25,15 @@ import numpy as np
 import numpy.typing as npt
 
 from autoscaler.sim.engine import Engine
-from autoscaler.sim.engine_profile import TRTLLM_IFB, VLLM_V0_MULTISTEP, VLLM_V1, EngineProfile, v0_burst
+from autoscaler.sim.engine_profile import (
+    TRTLLM_IFB,
+    VLLM_V0,
+    VLLM_V0_MULTISTEP,
+    VLLM_V1,
+    EngineProfile,
+    v0_burst,
+    v0_run,
+)
 from autoscaler.sim.profile import Profile
 
 
@@ -220,7 +228,17 @@ def _t5_ttft(p: Profile, e: EngineProfile, *, args: tuple[int, int, int]) -> flo
     return burst(e.step_profile(p), *args).ttft_median_ms
 
 
+@cache
+def v0_static_batch_s(profile: Profile, engine: EngineProfile, b: int, length: int) -> float:
+    """Table 6's static batch (`static_batch_s`) on a V0 engine (`v0_run`): offline, so no TTFT
+    overhead; the latency is the last request's last token."""
+    n = np.full(b, length, dtype=np.int64)
+    return float(np.max(v0_run(profile, engine, n, n)[1]))
+
+
 def _t6_latency(p: Profile, e: EngineProfile, *, b: int, length: int) -> float:
+    if e.scheduler == "v0-prefill-first":
+        return v0_static_batch_s(p, e, b, length)
     return static_batch_s(e.step_profile(p), b, length)
 
 
@@ -256,7 +274,7 @@ def _table6_points() -> list[HoldoutPoint]:
         if b != 64:
             continue
         out.append(HoldoutPoint("table 6 (Argonne static batch)", f"B64-L{length}", "batch latency s",
-                                float(r["batch_latency_s"]), partial(_t6_latency, b=b, length=length)))
+                                float(r["batch_latency_s"]), partial(_t6_latency, b=b, length=length), VLLM_V0))
     return out
 
 

@@ -13,14 +13,20 @@ model, and every parameter comes from documented engine behaviour or from the fi
   requests in one step (the V1 engine's structure), and the overlap scheduler prepares step n + 1
   on the CPU while the GPU runs step n, so the per-sequence CPU cost is hidden behind the GPU:
   `seq_overhead_s` is 0; the per-step constant (norms, RoPE, launches) is kept.
+* `VLLM_V0` (table 6, vLLM 0.5.x offline, single-step V0): `_schedule_default` in
+  vllm/core/scheduler.py, no chunked prefill (on by default only above 32k context): while a
+  waiting request fits (`max_num_batched_tokens` = max(max_model_len, 2048) = 8,192 for
+  Llama-3-8B, `max_num_seqs` 256, the V0 defaults) the step is prefill-only and the decodes wait;
+  otherwise one decode step. Per-sequence CPU cost every step, as the fit target's engine.
 * `VLLM_V0_MULTISTEP` (table 5, vLLM 0.6 with `--num-scheduler-steps 10`, max_model_len 2048):
-  V0 `_schedule_default` (no chunked prefill: it is on by default only above 32k context) runs
-  prefill-only steps first whenever a waiting request fits (`max_num_batched_tokens` =
-  max(max_model_len, 2048) = 2048 tokens, `max_num_seqs` 256) and decodes otherwise; a prefill
-  step is a single step (no lookahead slots), a decode batch runs 10 steps per scheduler call,
-  its outputs streamed at the end of the run; the per-sequence CPU cost (scheduling, input
-  preparation, output processing) is paid once per run, i.e. 1/10 per step. Simulated by
-  `v0_burst` below (a per-step loop for one replica; bursts of <= a few hundred requests).
+  the same policy with a 2,048-token budget; a prefill step is a single step (it gets no
+  lookahead slots, so vllm/engine/llm_engine.py does not cache it for multi-step), a decode batch
+  runs 10 steps per scheduler call and streams its outputs at the end of the run; the
+  per-sequence CPU cost (scheduling, input preparation, output processing) is paid once per
+  run, i.e. 1/10 per step (vllm-project/vllm PR #7000, RFC #6854).
+
+`v0_run` simulates both V0 profiles with a per-step loop on one replica (bursts and static
+batches of a few hundred requests); sources and assumptions: docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class EngineProfile:
 
 VLLM_V1 = EngineProfile("vllm-v1", 1.0, "v1-chunked")
 TRTLLM_IFB = EngineProfile("trtllm-ifb-overlap", 0.0, "v1-chunked")
+VLLM_V0 = EngineProfile("vllm-v0.5-single-step", 1.0, "v0-prefill-first", max_num_seqs=256, max_num_batched_tokens=8192)
 VLLM_V0_MULTISTEP = EngineProfile("vllm-v0.6-multistep10", 0.1, "v0-prefill-first", num_scheduler_steps=10,
                                   max_num_seqs=256, max_num_batched_tokens=2048)
 
@@ -98,11 +105,12 @@ def _decode_run(p: Profile, steps: int, run: I, n_in: I, gen: F, t: float) -> fl
     return t
 
 
-def v0_burst(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
-    """TTFT and TPOT (seconds, per request) of n requests released at t = 0 on one V0 replica that
-    schedules prefill first and decodes in runs of `e.num_scheduler_steps` steps. The first token
-    streams when its prefill step ends, the others at the end of each decode run (chunks of up to
-    10 tokens, as table 5's ITL shows); TTFT adds the non-GPU `ttft_overhead_s`."""
+def v0_run(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
+    """Engine times (s) at which each of n requests, all waiting at t = 0 on one V0 replica, gets its
+    first token and its last one. The replica schedules prefill first (whole prompts) and decodes
+    in runs of `e.num_scheduler_steps` steps; the first token streams when its prefill step ends,
+    the others at the end of each decode run (chunks of up to 10 tokens under multi-step, as
+    table 5's ITL shows)."""
     q = e.step_profile(p)
     n = n_in.size
     first, end, gen = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
@@ -120,6 +128,13 @@ def v0_burst(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
         done = running[gen[running] >= n_out[running]]
         end[done] = t
         running = running[gen[running] < n_out[running]]
-    ttft = first + p.ttft_overhead_s
+    return first, end
+
+
+def v0_burst(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
+    """TTFT and TPOT (seconds, per request) of n requests released at t = 0 on one V0 replica
+    (`v0_run`); TTFT adds the non-GPU `ttft_overhead_s` (HTTP path), TPOT is `vllm bench serve`'s
+    (last - first token) / (output tokens - 1)."""
+    first, end = v0_run(p, e, n_in, n_out)
     tpot = np.where(n_out > 1, (end - first) / np.maximum(n_out - 1, 1), 0.0)
-    return ttft, tpot
+    return first + p.ttft_overhead_s, tpot

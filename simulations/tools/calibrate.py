@@ -268,16 +268,16 @@ def _holdout_lines(hold: list[HoldoutResult]) -> list[str]:
     lines = ["", "## Hold-out (never fitted on; bar: every point within 15 %)", "",
              "Each point is replayed under the engine profile of its source (docs/calibration.md, \"Engine profiles\");",
              "the last three columns are the same point under the simulator's default profile (vLLM V1).", "",
-             "| source | point | metric | measured | engine profile | model | error | within 15 % "
-             "| model, V1 profile | error, V1 profile | within 15 %, V1 profile |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             ("| source | point | metric | measured | engine profile | model | error | within 15 % "
+              "| model, V1 profile | error, V1 profile | within 15 %, V1 profile |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for h in hold:
         ok, ok1 = ("yes" if abs(x) <= 0.15 else "**no**" for x in (h.error, h.error_v1))
         lines.append(f"| {h.source} | {h.point} | {h.metric} | {h.measured:.4g} | {h.engine} | {h.model:.4g} | "
                      f"{_pct(h.error)} | {ok} | {h.model_v1:.4g} | {_pct(h.error_v1)} | {ok1} |")
     within = sum(abs(h.error) <= 0.15 for h in hold)
     within1 = sum(abs(h.error_v1) <= 0.15 for h in hold)
-    lines += ["", f"**{within} of {len(hold)} within 15 % under the source engine profiles; "
-              f"{within1} of {len(hold)} under the V1 profile on every row.**"]
+    lines += ["", (f"**{within} of {len(hold)} within 15 % under the source engine profiles; "
+                   f"{within1} of {len(hold)} under the V1 profile on every row.**")]
     return lines
 
 

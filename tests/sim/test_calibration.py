@@ -32,7 +32,13 @@ from autoscaler.sim.calibration import (
     static_batch_s,
     steady_fixed_tpot_ms,
 )
-from autoscaler.sim.engine_profile import TRTLLM_IFB, VLLM_V0_MULTISTEP, VLLM_V1, v0_burst
+from autoscaler.sim.engine_profile import (
+    TRTLLM_IFB,
+    VLLM_V0,
+    VLLM_V0_MULTISTEP,
+    VLLM_V1,
+    v0_burst,
+)
 from autoscaler.sim.profile import load_profile
 
 REF = Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "gpustack_qwen3-8b_h100-sxm_vllm0.11.0_sharegpt_concurrency.csv"
@@ -90,7 +96,7 @@ def test_holdout_point_within_15_percent(h: HoldoutPoint) -> None:
 
 def test_holdout_engine_profiles_name_their_source() -> None:
     engines = {h.source.split(" (")[0]: h.engine for h in holdout_points()}
-    assert engines == {"table 9": TRTLLM_IFB, "table 5": VLLM_V0_MULTISTEP, "table 6": VLLM_V1}
+    assert engines == {"table 9": TRTLLM_IFB, "table 5": VLLM_V0_MULTISTEP, "table 6": VLLM_V0}
 
 
 def test_default_engine_profile_is_bit_identical() -> None:
@@ -104,18 +110,19 @@ def test_default_engine_profile_is_bit_identical() -> None:
     assert float(P.prefill_s(1024.0)) == 0.0191193815072
     assert float(P.prefill_s(8192.0)) == 0.1765423896608
     assert steady_fixed_tpot_ms(VLLM_V1.step_profile(P), 1024, 512, 64) == 15.657495890944423
-    b = burst(VLLM_V1.step_profile(P), 80, 19504, 14134)
-    assert (b.tpot_median_ms, b.ttft_median_ms) == (11.716184685964592, 175.42654988367522)
+    r = burst(VLLM_V1.step_profile(P), 80, 19504, 14134)
+    assert (r.tpot_median_ms, r.ttft_median_ms) == (11.716184685964592, 175.42654988367522)
     assert static_batch_s(VLLM_V1.step_profile(P), 64, 128) == 1.5358039744042988
 
 
 def test_engine_profiles_leave_the_kernel_model_alone() -> None:
     kernel = ("lin_floor_s", "lin_slope_s", "lin_compute_s", "head_floor_s", "head_slope_s", "head_compute_s", "attn0_s",
               "attn_seq_s", "attn_kv_s", "pf0_s", "pf1_s", "pf2_s", "overhead_s", "ttft_overhead_s")
-    for e in (TRTLLM_IFB, VLLM_V0_MULTISTEP):
+    for e in (TRTLLM_IFB, VLLM_V0, VLLM_V0_MULTISTEP):
         q = e.step_profile(P)
         assert all(getattr(q, k) == getattr(P, k) for k in kernel), e.name
     assert TRTLLM_IFB.step_profile(P).seq_overhead_s == 0.0
+    assert VLLM_V0.step_profile(P).seq_overhead_s == P.seq_overhead_s
     assert VLLM_V0_MULTISTEP.step_profile(P).seq_overhead_s == pytest.approx(P.seq_overhead_s / 10)
 
 
