@@ -49,7 +49,7 @@ class EngineProfile:
 
     name: str
     seq_cpu_share: float  # fraction of seq_overhead_s charged per decode step
-    scheduler: str  # "v1-chunked" (autoscaler.sim.engine) or "v0-prefill-first" (v0_burst)
+    scheduler: str  # "v1-chunked" (autoscaler.sim.engine) or "v0-prefill-first" (v0_run)
     num_scheduler_steps: int = 1  # decode steps per scheduler call (V0 multi-step)
     max_num_seqs: int = 0  # 0: the profile's own
     max_num_batched_tokens: int = 0  # 0: the profile's own
@@ -110,8 +110,11 @@ def v0_run(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
     first token and its last one. The replica schedules prefill first (whole prompts) and decodes
     in runs of `e.num_scheduler_steps` steps; the first token streams when its prefill step ends,
     the others at the end of each decode run (chunks of up to 10 tokens under multi-step, as
-    table 5's ITL shows)."""
+    table 5's ITL shows). The KV cache is not simulated (no preemption): the requests must fit it
+    together (table 5's and 6's do: <= 262k tokens against 372k)."""
     q = e.step_profile(p)
+    if int(np.sum(n_in + n_out)) > q.kv_cache_tokens:
+        raise ValueError("v0_run does not model preemption: the requests must fit the KV cache together")
     n = n_in.size
     first, end, gen = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
     waiting, running = deque(range(n)), np.zeros(0, dtype=np.int64)
