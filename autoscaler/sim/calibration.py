@@ -8,7 +8,9 @@ requests in flight on one replica until all are done and reports what the benchm
 concurrency >= the number of requests is a burst (all released at t = 0).
 
 `holdout_points()` lists every held-out measurement (simulations/data/vllm-perf tables 5, 6, 9),
-each with the simulation that reproduces its setting; `evaluate_holdout(profile)` runs them all.
+each with the simulation that reproduces its setting and the engine profile of its source
+(autoscaler.sim.engine_profile); `evaluate_holdout(profile)` runs them all, under the source's
+engine profile and under the simulator's default (vLLM V1) profile.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ import numpy as np
 import numpy.typing as npt
 
 from autoscaler.sim.engine import Engine
+from autoscaler.sim.engine_profile import (
+    TRTLLM_IFB,
+    VLLM_V0,
+    VLLM_V0_MULTISTEP,
+    VLLM_V1,
+    EngineProfile,
+    v0_burst,
+    v0_run,
+)
 from autoscaler.sim.profile import Profile
 
 
@@ -124,7 +135,8 @@ class HoldoutPoint:
     point: str  # e.g. "isl1024-osl128-c64"
     metric: str  # "TPOT ms", "TTFT median ms", "batch latency s"
     measured: float
-    simulate: Callable[[Profile], float]
+    simulate: Callable[[Profile, EngineProfile], float]
+    engine: EngineProfile = VLLM_V1  # how the source's engine schedules (autoscaler.sim.engine_profile)
 
 
 @dataclass(frozen=True)
@@ -133,11 +145,17 @@ class HoldoutResult:
     point: str
     metric: str
     measured: float
-    model: float
+    model: float  # under the source's engine profile
+    engine: str = VLLM_V1.name
+    model_v1: float = float("nan")  # under the simulator's default profile (vLLM V1)
 
     @property
     def error(self) -> float:
         return self.model / self.measured - 1.0
+
+    @property
+    def error_v1(self) -> float:
+        return self.model_v1 / self.measured - 1.0
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -184,20 +202,44 @@ def accelmark_offline(profile: Profile) -> BenchResult:
     return closed_loop(replace(profile, ttft_overhead_s=0.0), n_in, n_out, 100, dt=0.004)
 
 
-def _t9_tpot(p: Profile, *, isl: int, osl: int, c: int) -> float:
-    return steady_fixed_tpot_ms(p, isl, osl, c)
+@cache
+def v0_burst_ms(profile: Profile, engine: EngineProfile, n: int, total_in: int, total_out: int) -> tuple[float, float]:
+    """(median TPOT, median TTFT) in ms of table 5's burst on a V0 engine (`v0_burst`). The lengths
+    follow the source client's ShareGPT pruning (vLLM benchmarks/benchmark_serving.py
+    `sample_sharegpt_requests`: prompt <= 1,024 and prompt + output <= 2,048 tokens)."""
+    n_in, n_out = sharegpt_like(n, total_in, total_out, max_in=1024, max_out=1024)
+    ttft, tpot = v0_burst(profile, engine, n_in, n_out)
+    return float(np.median(tpot[tpot > 0]) * 1e3), float(np.median(ttft) * 1e3)
 
 
-def _t5_tpot(p: Profile, *, args: tuple[int, int, int]) -> float:
-    return burst(p, *args).tpot_median_ms
+def _t9_tpot(p: Profile, e: EngineProfile, *, isl: int, osl: int, c: int) -> float:
+    return steady_fixed_tpot_ms(e.step_profile(p), isl, osl, c)
 
 
-def _t5_ttft(p: Profile, *, args: tuple[int, int, int]) -> float:
-    return burst(p, *args).ttft_median_ms
+def _t5_tpot(p: Profile, e: EngineProfile, *, args: tuple[int, int, int]) -> float:
+    if e.scheduler == "v0-prefill-first":
+        return v0_burst_ms(p, e, *args)[0]
+    return burst(e.step_profile(p), *args).tpot_median_ms
 
 
-def _t6_latency(p: Profile, *, b: int, length: int) -> float:
-    return static_batch_s(p, b, length)
+def _t5_ttft(p: Profile, e: EngineProfile, *, args: tuple[int, int, int]) -> float:
+    if e.scheduler == "v0-prefill-first":
+        return v0_burst_ms(p, e, *args)[1]
+    return burst(e.step_profile(p), *args).ttft_median_ms
+
+
+@cache
+def v0_static_batch_s(profile: Profile, engine: EngineProfile, b: int, length: int) -> float:
+    """Table 6's static batch (`static_batch_s`) on a V0 engine (`v0_run`): offline, so no TTFT
+    overhead; the latency is the last request's last token."""
+    n = np.full(b, length, dtype=np.int64)
+    return float(np.max(v0_run(profile, engine, n, n)[1]))
+
+
+def _t6_latency(p: Profile, e: EngineProfile, *, b: int, length: int) -> float:
+    if e.scheduler == "v0-prefill-first":
+        return v0_static_batch_s(p, e, b, length)
+    return static_batch_s(e.step_profile(p), b, length)
 
 
 def _table9_points() -> list[HoldoutPoint]:
@@ -207,7 +249,7 @@ def _table9_points() -> list[HoldoutPoint]:
         if c < 16:
             continue
         out.append(HoldoutPoint("table 9 (TRT-LLM, TPOT)", f"isl{isl}-osl{osl}-c{c}", "TPOT ms", float(r["silicon_tpot_ms"]),
-                                partial(_t9_tpot, isl=isl, osl=osl, c=c)))
+                                partial(_t9_tpot, isl=isl, osl=osl, c=c), TRTLLM_IFB))
     return out
 
 
@@ -219,9 +261,9 @@ def _table5_points() -> list[HoldoutPoint]:
             continue
         args = (n, int(r["total_input_tokens"]), int(r["total_output_tokens"]))
         out.append(HoldoutPoint("table 5 (Lambda burst)", f"N{n}", "TPOT median ms", float(r["tpot_median_ms"]),
-                                partial(_t5_tpot, args=args)))
+                                partial(_t5_tpot, args=args), VLLM_V0_MULTISTEP))
         out.append(HoldoutPoint("table 5 (Lambda burst)", f"N{n}", "TTFT median ms", float(r["ttft_median_ms"]),
-                                partial(_t5_ttft, args=args)))
+                                partial(_t5_ttft, args=args), VLLM_V0_MULTISTEP))
     return out
 
 
@@ -232,7 +274,7 @@ def _table6_points() -> list[HoldoutPoint]:
         if b != 64:
             continue
         out.append(HoldoutPoint("table 6 (Argonne static batch)", f"B64-L{length}", "batch latency s",
-                                float(r["batch_latency_s"]), partial(_t6_latency, b=b, length=length)))
+                                float(r["batch_latency_s"]), partial(_t6_latency, b=b, length=length), VLLM_V0))
     return out
 
 
@@ -243,4 +285,6 @@ def holdout_points() -> list[HoldoutPoint]:
 
 
 def evaluate_holdout(profile: Profile) -> list[HoldoutResult]:
-    return [HoldoutResult(h.source, h.point, h.metric, h.measured, h.simulate(profile)) for h in holdout_points()]
+    """Every hold-out point under its source's engine profile and under the default (vLLM V1) one."""
+    return [HoldoutResult(h.source, h.point, h.metric, h.measured, h.simulate(profile, h.engine), h.engine.name,
+                          h.simulate(profile, VLLM_V1)) for h in holdout_points()]

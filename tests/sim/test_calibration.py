@@ -5,9 +5,10 @@ bf16, one H100 SXM, vLLM 0.11.0, `vllm bench serve` ShareGPT, 100 prompts (23,26
 output tokens), closed loop at concurrency 1, 2, 4, 8: output tokens/s, median TTFT and mean TPOT
 within 15 %.
 
-Hold-out (never fitted on): every point of `holdout_points()` must be within 15 %; a point the
-model honestly cannot match is an xfail row with its reason (one row per point, so a failure
-names it).
+Hold-out (never fitted on): every point of `holdout_points()` must be within 15 % when replayed
+under the engine profile of its source (autoscaler.sim.engine_profile); a point the model honestly
+cannot match is an xfail row with its reason (one row per point, so a failure names it). The
+default (vLLM V1) profile must stay bit-identical to the model before engine profiles existed.
 """
 
 from __future__ import annotations
@@ -24,31 +25,39 @@ import pytest
 from autoscaler.sim.calibration import (
     HoldoutPoint,
     accelmark_offline,
+    burst,
     closed_loop,
     holdout_points,
     sharegpt_like,
+    static_batch_s,
+    steady_fixed_tpot_ms,
+)
+from autoscaler.sim.engine_profile import (
+    TRTLLM_IFB,
+    VLLM_V0,
+    VLLM_V0_MULTISTEP,
+    VLLM_V1,
+    v0_burst,
 )
 from autoscaler.sim.profile import load_profile
 
 REF = Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "gpustack_qwen3-8b_h100-sxm_vllm0.11.0_sharegpt_concurrency.csv"
 P = load_profile("qwen3-8b-h100")
 
-_LAMBDA_TTFT = ("vLLM 0.6 multi-step scheduling (--num-scheduler-steps 10, README table 5) admits new prefills only "
-                "every 10 decode steps and V0 without chunked prefill runs prefill-only steps; the simulated V1 "
-                "chunked-prefill engine cannot reproduce that setting")
-_TRTLLM_CPU = ("TensorRT-LLM (C++ runtime, overlapped scheduling) has a leaner per-sequence CPU path than vLLM; the "
-               "model's seq_overhead_s (32.8 us per sequence per step) is vLLM 0.9.2's (fitted on table 2), so at "
-               "c >= 32 with 1k prompts, where decode dominates the step, the model is 15-26 % slow for TRT-LLM")
-_LAMBDA_TPOT = ("vLLM 0.6 multi-step scheduling (--num-scheduler-steps 10, README table 5) schedules and processes "
-                "outputs once per 10 decode steps, amortising the per-sequence CPU cost the model charges every step "
-                "(seq_overhead_s, fitted on single-step vLLM 0.9.2 V1): the model is 18-29 % slow, growing with N")
+# Misses under the source's engine profile (autoscaler.sim.engine_profile; docs/calibration.md).
+_LAMBDA_TTFT = ("burst TTFT: the V0 multi-step profile, with every request at the engine at t = 0, matches the small "
+                "bursts outside the hold-out (N = 10 / 20: 76 / 119 ms vs 62 / 136 measured) but falls behind from "
+                "N = 40 (143 vs 255 ms) and is 55-63 % short at N = 80-320, where the measured TTFT keeps growing "
+                "~5.5-6.5 ms per request. The gap is how a burst reaches the engine (API server per-request handling; "
+                "arrivals spread over 10-step decode runs), which no fit data measures")
+_TRTLLM_4K = ("prefill-dominated row (c * ISL / OSL = 2,048 prompt tokens per decode step): the model is 17 % fast for "
+              "TensorRT-LLM (-14 % under the V1 profile, whose per-sequence CPU cost masked part of it); cause not "
+              "identified (TRT-LLM's context-phase scheduling, or the prefill-attention fit, residuals up to 58 %)")
 KNOWN_MISSES = {
-    "isl1024-osl256-c128/TPOT ms": _TRTLLM_CPU,
-    **{f"isl1024-osl512-c{c}/TPOT ms": _TRTLLM_CPU for c in (32, 64, 128)},
+    "isl4096-osl128-c64/TPOT ms": _TRTLLM_4K,
     "N80/TTFT median ms": _LAMBDA_TTFT,
     "N160/TTFT median ms": _LAMBDA_TTFT,
     "N320/TTFT median ms": _LAMBDA_TTFT,
-    **{f"N{n}/TPOT median ms": _LAMBDA_TPOT for n in (80, 160, 320)},
 }
 
 
@@ -80,8 +89,51 @@ def _param(h: HoldoutPoint) -> object:
 
 @pytest.mark.parametrize("h", [_param(h) for h in holdout_points()])
 def test_holdout_point_within_15_percent(h: HoldoutPoint) -> None:
-    model = h.simulate(P)
-    assert abs(model / h.measured - 1) <= 0.15, (h.source, h.point, h.metric, model, h.measured)
+    # under the engine profile of the point's source (the V1-profile errors are in the report too)
+    model = h.simulate(P, h.engine)
+    assert abs(model / h.measured - 1) <= 0.15, (h.source, h.point, h.metric, h.engine.name, model, h.measured)
+
+
+def test_holdout_engine_profiles_name_their_source() -> None:
+    engines = {h.source.split(" (")[0]: h.engine for h in holdout_points()}
+    assert engines == {"table 9": TRTLLM_IFB, "table 5": VLLM_V0_MULTISTEP, "table 6": VLLM_V0}
+
+
+def test_default_engine_profile_is_bit_identical() -> None:
+    # values computed before engine profiles existed (commit 848f847): the default (vLLM V1) profile, which every
+    # published simulation uses, must reproduce them exactly
+    assert VLLM_V1.step_profile(P) is P
+    steps = {(1, 0): 0.007168251699999999, (64, 65536): 0.01334193488, (256, 262144): 0.03200863952,
+             (1024, 4194304): 0.26057009712}
+    for (b, k), value in steps.items():
+        assert float(P.decode_step_s(float(b), float(k))) == value
+    assert float(P.prefill_s(1024.0)) == 0.0191193815072
+    assert float(P.prefill_s(8192.0)) == 0.1765423896608
+    assert steady_fixed_tpot_ms(VLLM_V1.step_profile(P), 1024, 512, 64) == 15.657495890944423
+    r = burst(VLLM_V1.step_profile(P), 80, 19504, 14134)
+    assert (r.tpot_median_ms, r.ttft_median_ms) == (11.716184685964592, 175.42654988367522)
+    assert static_batch_s(VLLM_V1.step_profile(P), 64, 128) == 1.5358039744042988
+
+
+def test_engine_profiles_leave_the_kernel_model_alone() -> None:
+    kernel = ("lin_floor_s", "lin_slope_s", "lin_compute_s", "head_floor_s", "head_slope_s", "head_compute_s", "attn0_s",
+              "attn_seq_s", "attn_kv_s", "pf0_s", "pf1_s", "pf2_s", "overhead_s", "ttft_overhead_s")
+    for e in (TRTLLM_IFB, VLLM_V0, VLLM_V0_MULTISTEP):
+        q = e.step_profile(P)
+        assert all(getattr(q, k) == getattr(P, k) for k in kernel), e.name
+    assert TRTLLM_IFB.step_profile(P).seq_overhead_s == 0.0
+    assert VLLM_V0.step_profile(P).seq_overhead_s == P.seq_overhead_s
+    assert VLLM_V0_MULTISTEP.step_profile(P).seq_overhead_s == pytest.approx(P.seq_overhead_s / 10)
+
+
+def test_v0_prefill_first_stalls_decodes_until_the_queue_is_empty() -> None:
+    # V0 _schedule_default: while a waiting request fits, steps are prefill-only; a 3-request burst whose prompts
+    # fit one 2,048-token step gets one prefill step, then decode runs of 10 steps (outputs at the run's end)
+    n_in = np.array([500, 500, 500], dtype=np.int64)
+    n_out = np.array([11, 11, 21], dtype=np.int64)
+    ttft, tpot = v0_burst(P, VLLM_V0_MULTISTEP, n_in, n_out)
+    assert np.all(ttft == ttft[0])
+    assert tpot[0] == tpot[1] and tpot[2] == pytest.approx(tpot[0], rel=0.1)
 
 
 def test_holdout_covers_every_required_point() -> None:
