@@ -23,6 +23,7 @@ from autoscaler.config import (
     load_config_file,
     load_config_text,
 )
+from autoscaler.config.model import merge_policy
 from autoscaler.config.bounded import MAX_YAML_BYTES
 from autoscaler.policy.params import PolicyParams
 
@@ -78,7 +79,8 @@ def effective_policies_json(config: AutoscalerConfig) -> dict[str, Any]:
 
 
 def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
-    """Controller settings, then the policy: one row per key, one column per target.
+    """Controller settings, then the policy: one row per key (a nested section's keys as
+    `slo.ttft_seconds`, ...), one column per target.
 
     The `defaults` column is the built-in default merged with the document's `defaults`
     (cyan and `*` where the document changed it); a target's value is bold yellow and `*` where
@@ -94,8 +96,8 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
         controller.add_row(key, _fmt(value))
     console.print(controller)
 
-    builtin = PolicyParams.model_fields
-    defaults = {k: info.default for k, info in builtin.items()} | config.defaults.as_dict()
+    builtin = dict(_flatten(PolicyParams().model_dump()))  # `slo` as rows slo.ttft_seconds, ...
+    defaults = dict(_flatten(merge_policy(PolicyParams().model_dump(), config.defaults.as_dict())))
     pairs = list(config.effective_policies())
     shown = pairs[:MAX_TABLE_TARGETS]
     policy_of = {id(t): p for t, p in shown}
@@ -105,10 +107,11 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
         table.add_column("defaults", justify="right", no_wrap=True)
         for target in chunk:
             table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", no_wrap=True)
-        policies = [policy_of[id(t)] for t in chunk]  # by identity: `t in chunk` compared models, n^2
-        for key, info in builtin.items():
-            row = [_cell(defaults[key], info.default, _DEFAULTS_CHANGED)]
-            row += [_cell(getattr(p, key), defaults[key], _TARGET_CHANGED) for p in policies]
+        # by identity: `t in chunk` compared models, n^2
+        policies = [dict(_flatten(policy_of[id(t)].model_dump())) for t in chunk]
+        for key, default in builtin.items():
+            row = [_cell(defaults[key], default, _DEFAULTS_CHANGED)]
+            row += [_cell(p[key], defaults[key], _TARGET_CHANGED) for p in policies]
             table.add_row(key, *row)
         console.print(table)
     if len(pairs) > len(shown):
@@ -133,7 +136,7 @@ def _cell(value: object, reference: object, style: str) -> Text:
 
 def _chunks(targets: Sequence[TargetConfig], width: int) -> Iterable[list[TargetConfig]]:
     """Consecutive groups of targets whose columns fit `width` next to the key and defaults columns."""
-    key_width = max(len(k) for k in PolicyParams.model_fields) + 3
+    key_width = max(len(k) for k, _ in _flatten(PolicyParams().model_dump())) + 3
     room = max(width - key_width - 12, 14)
     chunk: list[TargetConfig] = []
     used = 0

@@ -29,6 +29,7 @@ from autoscaler.config.model import (
     ControllerSettings,
     PolicyOverrides,
     PrometheusSettings,
+    SloOverrides,
     TargetConfig,
 )
 from autoscaler.config.watch import ConfigWatcher
@@ -40,6 +41,7 @@ __all__ = [
     "ControllerSettings",
     "PolicyOverrides",
     "PrometheusSettings",
+    "SloOverrides",
     "TargetConfig",
     "format_path",
     "load_config_file",
