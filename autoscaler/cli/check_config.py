@@ -101,12 +101,14 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
     pairs = list(config.effective_policies())
     shown = pairs[:MAX_TABLE_TARGETS]
     policy_of = {id(t): p for t, p in shown}
-    for chunk in _chunks([t for t, _ in shown], console.width):
+    cell_width = {id(t): _cell_width(dict(_flatten(p.model_dump()))) for t, p in shown}
+    for chunk in _chunks([t for t, _ in shown], console.width, _cell_width(defaults), cell_width):
         table = Table(title="effective policy", title_justify="left", header_style="bold")
-        table.add_column("key", no_wrap=True)
-        table.add_column("defaults", justify="right", no_wrap=True)
+        # Values fold (a long capacity_profile name on a narrow console), keys never do.
+        table.add_column("key", no_wrap=True, min_width=max(len(k) for k in builtin))
+        table.add_column("defaults", justify="right", overflow="fold")
         for target in chunk:
-            table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", no_wrap=True)
+            table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", overflow="fold")
         # by identity: `t in chunk` compared models, n^2
         policies = [dict(_flatten(policy_of[id(t)].model_dump())) for t in chunk]
         for key, default in builtin.items():
@@ -134,14 +136,22 @@ def _cell(value: object, reference: object, style: str) -> Text:
     return Text(_fmt(value) + "*", style=style)
 
 
-def _chunks(targets: Sequence[TargetConfig], width: int) -> Iterable[list[TargetConfig]]:
-    """Consecutive groups of targets whose columns fit `width` next to the key and defaults columns."""
+def _cell_width(values: dict[str, Any]) -> int:
+    """The widest cell of a column: a value, with its `*`."""
+    return max(len(_fmt(v)) + 1 for v in values.values())
+
+
+def _chunks(
+    targets: Sequence[TargetConfig], width: int, defaults_width: int, cell_width: dict[int, int]
+) -> Iterable[list[TargetConfig]]:
+    """Consecutive groups of targets whose columns fit `width` next to the key and defaults
+    columns (a column is as wide as its header or its widest value: `capacity_profile` is a name)."""
     key_width = max(len(k) for k, _ in _flatten(PolicyParams().model_dump())) + 3
-    room = max(width - key_width - 12, 14)
+    room = max(width - key_width - max(defaults_width, 8) - 4, 14)
     chunk: list[TargetConfig] = []
     used = 0
     for target in targets:
-        need = max(len(target.deployment), len(target.namespace), 8) + 3
+        need = max(len(target.deployment), len(target.namespace), 8, cell_width[id(target)]) + 3
         if chunk and used + need > room:
             yield chunk
             chunk, used = [], 0
