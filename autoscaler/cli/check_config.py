@@ -22,8 +22,8 @@ from autoscaler.config import (
     TargetConfig,
     load_config_file,
     load_config_text,
+    merge_policy,
 )
-from autoscaler.config.model import merge_policy
 from autoscaler.config.bounded import MAX_YAML_BYTES
 from autoscaler.policy.params import PolicyParams
 
