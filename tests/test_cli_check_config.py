@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from autoscaler.cli import main
-from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.params import PolicyParams, SloParams
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "config"
@@ -28,7 +28,10 @@ def test_shipped_file_is_valid() -> None:
     assert out.splitlines()[0] == f"{SHIPPED}: valid, 1 target"
     assert "qwen3-8b" in out and "llm" in out
     for key in PolicyParams.model_fields:
-        assert key in out
+        if key == "slo":  # a nested section: one row per key
+            assert [k for k in SloParams.model_fields if f"│ slo.{k} " not in out] == []
+        else:
+            assert f"│ {key} " in out
     assert "prometheus.url" in out and "http://prometheus-operated.monitoring.svc:9090" in out
 
 
@@ -41,6 +44,45 @@ def test_overrides_are_marked() -> None:
     assert [c.strip() for c in rows["max_replicas"].split("│")[2:5]] == ["10", "8*", "10"]
     assert [c.strip() for c in rows["max_gpus"].split("│")[2:5]] == ["32*", "32", "null*"]
     assert [c.strip() for c in rows["min_replicas"].split("│")[2:5]] == ["1", "1", "2*"]
+
+
+def _rows(stdout: str) -> dict[str, list[str]]:
+    """key -> the cells after it (defaults, then each target), of the effective-policy table."""
+    return {line.split()[1]: [c.strip() for c in line.split("│")[2:-1]]
+            for line in stdout.splitlines() if line.startswith("│")}
+
+
+def test_effective_slo_per_target_is_shown_and_overrides_are_marked() -> None:
+    result = run(str(FIXTURES / "slo_overrides.yaml"))
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.stdout)
+    # defaults: `*` where the document's defaults changed the built-in value; a target: `*`
+    # where its effective value differs from the defaults column
+    assert rows["slo.ttft_seconds"] == ["1*", "1", "4*"]
+    assert rows["slo.tpot_seconds"] == ["0.1", "0.05*", "0.1"]
+    assert rows["slo.attainment_target"] == ["0.99", "0.99", "0.99"]
+    assert rows["slo.ttft_seconds_per_1k_prompt_tokens"] == ["0", "0", "0.25*"]
+    assert rows["capacity_profile"] == ["null", "null", "llama-3-70b/h100*"]
+    assert rows["capacity_prompt_tokens_per_second"] == ["null", "null", "12000*"]
+    assert rows["capacity_generation_tokens_per_second"] == ["null", "null", "null"]
+    assert "slo" not in rows  # the section itself is no row
+    keys = list(rows)  # in PolicyParams order, slo where the section stands
+    assert keys[keys.index("slo.ttft_seconds") - 1] == "tolerance_ratio"
+    assert keys[keys.index("slo.ttft_seconds_per_1k_prompt_tokens") + 1] == "capacity_profile"
+
+
+def test_effective_slo_in_json() -> None:
+    result = run("--json", str(FIXTURES / "slo_overrides.yaml"))
+    assert result.exit_code == 0, result.output
+    qwen, llama = json.loads(result.stdout)["targets"]
+    assert qwen["overrides"] == {"slo": {"tpot_seconds": 0.05}}
+    assert qwen["policy"]["slo"] == {"ttft_seconds": 1, "tpot_seconds": 0.05, "attainment_target": 0.99,
+                                     "ttft_seconds_per_1k_prompt_tokens": 0}
+    assert llama["overrides"] == {"slo": {"ttft_seconds": 4, "ttft_seconds_per_1k_prompt_tokens": 0.25},
+                                  "capacity_profile": "llama-3-70b/h100",
+                                  "capacity_prompt_tokens_per_second": 12000}
+    assert llama["policy"]["slo"] == SloParams(ttft_seconds=4, ttft_seconds_per_1k_prompt_tokens=0.25).model_dump()
+    assert llama["policy"]["capacity_generation_tokens_per_second"] is None
 
 
 @pytest.mark.parametrize(
@@ -59,6 +101,12 @@ def test_overrides_are_marked() -> None:
          ["targets[1] = llm/qwen, must be unique (namespace, deployment), already at targets[0]"]),
         ("invalid_yaml.yaml", ["{path}:3:16: invalid YAML: mapping values are not allowed here"]),
         ("empty.yaml", ["{path}: empty document, must be a mapping with keys controller, defaults, targets"]),
+        ("slo_out_of_range.yaml", [
+            "defaults.slo.tpot_seconds = 0, must be > 0",
+            "defaults.slo.attainment_target = 1, must be <= 0.999",
+            "targets[1].slo.ttft_seconds = -1, must be > 0",
+            "targets[1].slo.ttft_seconds_per_1k_prompt_tokens = 3601, must be <= 3600",
+        ]),
     ],
 )
 def test_invalid_file_exits_2_with_one_line_per_problem(fixture: str, expected: list[str]) -> None:
@@ -132,6 +180,23 @@ def test_many_targets_fit_100_columns(tmp_path: Path) -> None:
         for name in names:  # every target is shown
             assert name in result.stdout
         assert result.stdout.count("effective policy") >= 2  # split over several tables
+
+
+def test_long_profile_names_fold_and_keys_stay_whole(tmp_path: Path) -> None:
+    """`capacity_profile` is the one value that is a name: a long one folds within its column."""
+    names = ["qwen3-8b", "llama-3-70b-instruct", "deepseek-r1-distill"]
+    doc = "defaults:\n  capacity_profile: generic-gpu-row\ntargets:\n" + "".join(
+        f"  - {{namespace: team-{i}, deployment: {n}, capacity_profile: vendor/{n}-on-h100-80gb-sxm}}\n"
+        for i, n in enumerate(names))
+    path = tmp_path / "profiles.yaml"
+    path.write_text(doc)
+    for columns in (100, 80):
+        result = run(str(path), columns=columns)
+        assert result.exit_code == 0, result.output
+        assert max(len(line) for line in result.stdout.splitlines()) <= columns
+        assert "…" not in result.stdout  # nothing cut: keys whole, values folded
+        for path_key in ("slo.ttft_seconds_per_1k_prompt_tokens", "capacity_generation_tokens_per_second"):
+            assert f"│ {path_key} " in result.stdout
 
 
 def test_registered_in_the_group() -> None:

@@ -24,12 +24,13 @@ from autoscaler.config import (
     ControllerSettings,
     PolicyOverrides,
     PrometheusSettings,
+    SloOverrides,
     TargetConfig,
     format_path,
     load_config_file,
     load_config_text,
 )
-from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.params import PolicyParams, SloParams
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "config"
@@ -76,6 +77,12 @@ FIXTURE_CASES = {
     "invalid_yaml.yaml": ["{path}:3:16: invalid YAML: mapping values are not allowed here"],
     "empty.yaml": ["{path}: empty document, must be a mapping with keys controller, defaults, targets"],
     "comments_only.yaml": ["{path}: empty document, must be a mapping with keys controller, defaults, targets"],
+    "slo_out_of_range.yaml": [
+        "defaults.slo.tpot_seconds = 0, must be > 0",
+        "defaults.slo.attainment_target = 1, must be <= 0.999",
+        "targets[1].slo.ttft_seconds = -1, must be > 0",
+        "targets[1].slo.ttft_seconds_per_1k_prompt_tokens = 3601, must be <= 3600",
+    ],
 }
 
 
@@ -168,6 +175,62 @@ INLINE_CASES: list[tuple[str, str, list[str]]] = [
     ("tab indentation", "targets:\n\t- namespace: llm\n",
      ["f.yaml:2:1: invalid YAML: while scanning for the next token: "
       "found character '\\t' that cannot start any token"]),
+    # the slo section: each key out of range (both ends), wrong types, unknown keys, misplaced keys
+    ("slo ttft zero", "defaults:\n  slo:\n    ttft_seconds: 0\n" + TARGET,
+     ["defaults.slo.ttft_seconds = 0, must be > 0"]),
+    ("slo ttft above", TARGET + "    slo:\n      ttft_seconds: 3601\n",
+     ["targets[0].slo.ttft_seconds = 3601, must be <= 3600"]),
+    ("slo tpot negative", TARGET + "    slo: {tpot_seconds: -0.1}\n",
+     ["targets[0].slo.tpot_seconds = -0.1, must be > 0"]),
+    ("slo tpot above", "defaults:\n  slo: {tpot_seconds: 61}\n" + TARGET,
+     ["defaults.slo.tpot_seconds = 61, must be <= 60"]),
+    ("slo attainment below", "defaults:\n  slo: {attainment_target: 0.4}\n" + TARGET,
+     ["defaults.slo.attainment_target = 0.4, must be >= 0.5"]),
+    ("slo attainment 1 is not attainable", TARGET + "    slo: {attainment_target: 1.0}\n",
+     ["targets[0].slo.attainment_target = 1.0, must be <= 0.999"]),
+    ("slo length-aware negative", "defaults:\n  slo: {ttft_seconds_per_1k_prompt_tokens: -1}\n" + TARGET,
+     ["defaults.slo.ttft_seconds_per_1k_prompt_tokens = -1, must be >= 0"]),
+    ("slo length-aware above", "defaults:\n  slo: {ttft_seconds_per_1k_prompt_tokens: 4000}\n" + TARGET,
+     ["defaults.slo.ttft_seconds_per_1k_prompt_tokens = 4000, must be <= 3600"]),
+    ("slo string value", "defaults:\n  slo: {ttft_seconds: 2s}\n" + TARGET,
+     ["defaults.slo.ttft_seconds = 2s, must be a number > 0 and <= 3600"]),
+    ("slo quoted number", TARGET + "    slo: {tpot_seconds: '0.1'}\n",
+     ['targets[0].slo.tpot_seconds = "0.1", must be a number > 0 and <= 60']),
+    ("slo bool", "defaults:\n  slo: {attainment_target: true}\n" + TARGET,
+     ["defaults.slo.attainment_target = true, must be a number >= 0.5 and <= 0.999"]),
+    ("slo null key", "defaults:\n  slo: {ttft_seconds_per_1k_prompt_tokens: null}\n" + TARGET,
+     ["defaults.slo.ttft_seconds_per_1k_prompt_tokens = null, must be a number >= 0 and <= 3600"]),
+    ("slo nan", "defaults:\n  slo: {ttft_seconds: .nan}\n" + TARGET,
+     ["defaults.slo.ttft_seconds = nan, must be a number > 0 and <= 3600"]),
+    ("slo not a mapping", "defaults:\n  slo: 2\n" + TARGET, ["defaults.slo = 2, must be a mapping"]),
+    ("slo a list", TARGET + "    slo: [2, 0.1]\n", ["targets[0].slo = [2, 0.1], must be a mapping"]),
+    ("unknown slo key", TARGET + "    slo: {ttft_seconds: 2, p99: true}\n",
+     ["targets[0].slo.p99 = true, unknown key"]),
+    ("slo key without its unit", "defaults:\n  slo: {ttft: 2}\n" + TARGET,
+     ["defaults.slo.ttft = 2, unknown key (did you mean ttft_seconds?)"]),
+    ("slo key misspelt", "defaults:\n  slo: {attainment_targt: 0.9}\n" + TARGET,
+     ["defaults.slo.attainment_targt = 0.9, unknown key (did you mean attainment_target?)"]),
+    ("slo key outside slo", TARGET + "    ttft_seconds: 2\n",
+     ["targets[0].ttft_seconds = 2, unknown key here (it belongs under defaults.slo or a target's slo)"]),
+    ("controller key in slo", "defaults:\n  slo: {tick_seconds: 2}\n" + TARGET,
+     ["defaults.slo.tick_seconds = 2, unknown key here (it belongs under controller)"]),
+    ("slo under controller", "controller:\n  slo: {ttft_seconds: 2}\n" + TARGET,
+     ['controller.slo = {"ttft_seconds": 2}, unknown key here (it belongs under defaults or a target)']),
+    ("slo non-string key", "defaults:\n  slo: {1: 2}\n" + TARGET,
+     ["defaults.slo.1 = 2, unknown key (keys are names)"]),
+    ("duplicate slo key", TARGET + "    slo:\n      ttft_seconds: 1\n      ttft_seconds: 2\n",
+     ["f.yaml:6:7: invalid YAML: duplicate key 'ttft_seconds' (first at line 5)"]),
+    # the capacity keys: flat policy keys
+    ("capacity profile empty", "defaults:\n  capacity_profile: ''\n" + TARGET,
+     ['defaults.capacity_profile = "", must be a string of 1 to 253 characters, or null']),
+    ("capacity profile too long", TARGET + f"    capacity_profile: {'m' * 254}\n",
+     [f"targets[0].capacity_profile = {'m' * 57}..., must be a string of 1 to 253 characters, or null"]),
+    ("capacity profile not a string", "defaults:\n  capacity_profile: 8\n" + TARGET,
+     ["defaults.capacity_profile = 8, must be a string of 1 to 253 characters, or null"]),
+    ("capacity zero", TARGET + "    capacity_prompt_tokens_per_second: 0\n",
+     ["targets[0].capacity_prompt_tokens_per_second = 0, must be > 0"]),
+    ("capacity wrong type", "defaults:\n  capacity_generation_tokens_per_second: fast\n" + TARGET,
+     ["defaults.capacity_generation_tokens_per_second = fast, must be a number > 0 and <= 1000000000, or null"]),
 ]
 
 
@@ -206,18 +269,51 @@ def test_each_target_is_checked_and_named() -> None:
     ]
 
 
+def _leaf_fields(model: type[BaseModel] = PolicyParams, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every policy key as its path (`("slo", "ttft_seconds")` for a key of a nested section)."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+    for name, info in model.model_fields.items():
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            out += _leaf_fields(info.annotation, (*prefix, name))
+        else:
+            out.append(((*prefix, name), info))
+    return out
+
+
+def _nested_doc(path: tuple[str, ...], value: object) -> dict[str, Any]:
+    doc: Any = value
+    for part in reversed(path):
+        doc = {part: doc}
+    return dict(doc)
+
+
 def test_bounds_in_messages_come_from_the_model() -> None:
-    # Every numeric policy key, set one below its lower bound: the line quotes the Field's bound.
-    for name, info in PolicyParams.model_fields.items():
+    # Every numeric policy key (nested ones too), one below its lower bound and one above its
+    # upper bound: the line quotes the Field's bound. A string key: its lengths.
+    for path, info in _leaf_fields():
+        where = "defaults." + ".".join(path)
+        if _base_type(info.annotation) is str:
+            for bad in ("", "x" * 254):
+                text = yaml.safe_dump({"defaults": _nested_doc(path, bad), "targets": []})
+                assert problems_of(text) == [
+                    f"{where} = {_fmt(bad)}, must be a string of 1 to 253 characters, or null"], path
+            continue
         lower = next(m for m in info.metadata if isinstance(m, annotated_types.Ge | annotated_types.Gt))
+        upper = next(m for m in info.metadata if isinstance(m, annotated_types.Le))
         if isinstance(lower, annotated_types.Ge):
             bad, op, bound = float(lower.ge) - 1, ">=", lower.ge
         else:
             bad, op, bound = float(lower.gt), ">", lower.gt
-        value: float | int = int(bad) if _base_type(info.annotation) is int else bad
-        text = f"defaults:\n  {name}: {value}\n" + TARGET
-        expected = f"defaults.{name} = {value}, must be {op} {_num(bound)}"
-        assert problems_of(text) == [expected], name
+        is_int = _base_type(info.annotation) is int
+        for value, expected_op, expected_bound in ((bad, op, bound), (float(upper.le) + 1, "<=", upper.le)):
+            value = int(value) if is_int else value
+            text = yaml.safe_dump({"defaults": _nested_doc(path, value), "targets": []})
+            expected = f"{where} = {value}, must be {expected_op} {_num(expected_bound)}"
+            assert problems_of(text) == [expected], path
+
+
+def _fmt(value: str) -> str:
+    return '""' if not value else value[:57] + "..." if len(value) > 60 else value
 
 
 def test_null_sections_are_empty() -> None:
@@ -306,9 +402,62 @@ def test_generated_models_mirror_policy_params() -> None:
     keys = list(PolicyParams.model_fields)
     assert list(PolicyOverrides.model_fields) == keys
     assert list(TargetConfig.model_fields) == ["namespace", "deployment", *keys]
+    assert list(SloOverrides.model_fields) == list(SloParams.model_fields)
+    for name, info in SloParams.model_fields.items():
+        assert SloOverrides.model_fields[name].metadata == info.metadata
+        assert not SloOverrides.model_fields[name].is_required()
     for name, info in PolicyParams.model_fields.items():
-        assert TargetConfig.model_fields[name].metadata == info.metadata
-        assert not TargetConfig.model_fields[name].is_required()
+        for generated in (PolicyOverrides, TargetConfig):
+            field = generated.model_fields[name]
+            assert not field.is_required()
+            if info.annotation is SloParams:  # a nested section: a mapping of its own optional keys
+                assert field.annotation is SloOverrides
+            else:
+                assert field.metadata == info.metadata
+
+
+def test_slo_is_merged_key_by_key() -> None:
+    config = load_config_file(FIXTURES / "slo_overrides.yaml")
+    qwen, llama = config.targets
+    assert config.defaults.as_dict() == {"slo": {"ttft_seconds": 1.0}}
+    assert qwen.overrides() == {"slo": {"tpot_seconds": 0.05}}
+    assert llama.overrides() == {
+        "slo": {"ttft_seconds": 4.0, "ttft_seconds_per_1k_prompt_tokens": 0.25},
+        "capacity_profile": "llama-3-70b/h100",
+        "capacity_prompt_tokens_per_second": 12000.0,
+    }
+    default = SloParams()
+    # qwen: ttft from defaults, tpot its own, the rest built-in
+    assert config.policy_for(qwen).slo == SloParams(ttft_seconds=1.0, tpot_seconds=0.05)
+    ll = config.policy_for(llama)  # llama: its ttft wins over defaults', tpot built-in
+    assert ll.slo == SloParams(ttft_seconds=4.0, ttft_seconds_per_1k_prompt_tokens=0.25)
+    assert ll.slo.attainment_target == default.attainment_target
+    assert (ll.capacity_profile, ll.capacity_prompt_tokens_per_second, ll.capacity_generation_tokens_per_second) == (
+        "llama-3-70b/h100", 12000.0, None)
+
+
+@pytest.mark.parametrize("empty", ["slo:", "slo: {}", "slo: null"])
+def test_an_empty_slo_section_sets_nothing(empty: str) -> None:
+    config = load_config_text(f"defaults:\n  slo: {{ttft_seconds: 1}}\n{TARGET}    {empty}\n")
+    assert config.targets[0].overrides() == {}
+    assert config.policy_for(config.targets[0]).slo.ttft_seconds == 1.0
+    config = load_config_text(f"defaults:\n  {empty}\n" + TARGET)
+    assert config.defaults.as_dict() == {}
+    assert config.policy_for(config.targets[0]).slo == SloParams()
+
+
+def test_slo_from_python() -> None:
+    built = AutoscalerConfig(
+        defaults=PolicyOverrides(slo=SloOverrides(ttft_seconds=1.5)),
+        targets=[TargetConfig(namespace="llm", deployment="a", slo={"tpot_seconds": 0.2}),
+                 TargetConfig(namespace="llm", deployment="b", slo=None)],
+    )
+    a, b = (built.policy_for(t).slo for t in built.targets)
+    assert (a.ttft_seconds, a.tpot_seconds, b.ttft_seconds, b.tpot_seconds) == (1.5, 0.2, 1.5, 0.1)
+    with pytest.raises(ValidationError):
+        SloOverrides(ttft_seconds=-1)
+    with pytest.raises(ValidationError):
+        SloOverrides(ttft_seconds="2")  # strict: no coercion
 
 
 def test_warnings() -> None:
@@ -347,7 +496,12 @@ def _yaml_scalar(value: object) -> str:
 
 
 def _range_text(info: Any) -> str | None:
-    """`0..86400`, `>0..1`, `1..100000 or null`: the inclusive-unless-`>` convention of the file."""
+    """`range 0..86400`, `range >0..1`, `range 1..100000 or null`: the inclusive-unless-`>`
+    convention of the file; `length 1..253 or null` for a string."""
+    nullable = type(None) in typing.get_args(info.annotation)
+    lengths = [getattr(m, a) for m in info.metadata for a in ("min_length", "max_length") if hasattr(m, a)]
+    if len(lengths) == 2:
+        return f"length {lengths[0]}..{lengths[1]}" + (" or null" if nullable else "")
     lo = hi = None
     for m in info.metadata:
         if isinstance(m, annotated_types.Ge):
@@ -358,13 +512,15 @@ def _range_text(info: Any) -> str | None:
             hi = _num(m.le)
     if lo is None or hi is None:
         return None
-    nullable = type(None) in typing.get_args(info.annotation)
-    return f"{lo}..{hi}" + (" or null" if nullable else "")
+    return f"range {lo}..{hi}" + (" or null" if nullable else "")
 
 
 def _documented_models() -> list[tuple[str, type[BaseModel]]]:
+    nested = [(f"defaults.{name}", info.annotation) for name, info in PolicyParams.model_fields.items()
+              if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)]
+    assert nested, "PolicyParams has nested sections (slo): they are documented key by key"
     return [("controller", ControllerSettings), ("controller.prometheus", PrometheusSettings),
-            ("defaults", PolicyParams)]
+            ("defaults", PolicyParams), *nested]
 
 
 def _key_lines(text: str) -> dict[str, tuple[int, str]]:
@@ -372,7 +528,7 @@ def _key_lines(text: str) -> dict[str, tuple[int, str]]:
     out: dict[str, tuple[int, str]] = {}
     stack: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), 1):
-        match = re.match(r"^( *)([a-z_]+):", line)
+        match = re.match(r"^( *)([a-z_][a-z0-9_]*):", line)
         if not match or line.lstrip().startswith("#"):
             continue
         indent, key = len(match.group(1)), match.group(2)
@@ -403,7 +559,7 @@ def test_shipped_file_lists_every_key() -> None:
 def test_shipped_file_documents_every_key() -> None:
     lines = SHIPPED.read_text().splitlines()
     for number, line in enumerate(lines, 1):  # every key line, targets included, has a comment
-        if re.match(r"^ *(- )?[a-z_]+:", line):
+        if re.match(r"^ *(- )?[a-z_][a-z0-9_]*:", line):
             assert re.search(r" #\s*\S", line), f"line {number} has no comment: {line!r}"
     keys = _key_lines(SHIPPED.read_text())
     for section, model in _documented_models():
@@ -421,7 +577,7 @@ def test_shipped_file_documents_every_key() -> None:
             assert f"default {default}" in comment + " ".join(above), f"{section}.{name}: default {default}"
             expected_range = _range_text(info)
             if expected_range is not None:
-                assert f"range {expected_range}" in comment, f"{section}.{name}: range {expected_range}"
+                assert expected_range in comment, f"{section}.{name}: {expected_range}"
 
 
 def test_shipped_commented_example_target_is_valid() -> None:
@@ -433,10 +589,11 @@ def test_shipped_commented_example_target_is_valid() -> None:
     assert [t.name for t in config.targets] == ["llm/qwen3-8b", "llm/llama-3-70b"]
     llama = config.policy_for(config.targets[1])
     assert llama.max_gpus is not None and llama.max_gpus // llama.gpus_per_replica == 4
+    assert llama.slo == SloParams(ttft_seconds=3, ttft_seconds_per_1k_prompt_tokens=0.25)  # the rest from defaults
 
 
 def test_fixture_files_are_what_their_tests_say() -> None:
-    checked = set(FIXTURE_CASES) | {"minimal.yaml", "no_targets.yaml", "overrides.yaml"}
+    checked = set(FIXTURE_CASES) | {"minimal.yaml", "no_targets.yaml", "overrides.yaml", "slo_overrides.yaml"}
     assert {p.name for p in FIXTURES.glob("*.yaml")} == checked
 
 
@@ -488,6 +645,27 @@ def test_watcher_applies_valid_and_rejects_invalid_changes(tmp_path: Path) -> No
     assert watcher.poll() is False
     assert (watcher.current, watcher.generation, watcher.last_error) == (good, 2, None)
     assert len(changes) == 1
+
+
+def test_watcher_keeps_the_last_good_slo_on_a_bad_one(tmp_path: Path) -> None:
+    path = tmp_path / "autoscaler.yaml"
+    path.write_text("defaults:\n  slo: {ttft_seconds: 1}\n" + TARGET + "    slo: {tpot_seconds: 0.05}\n")
+    watcher = ConfigWatcher(path)
+    good = watcher.current
+    assert good.policy_for(good.targets[0]).slo == SloParams(ttft_seconds=1, tpot_seconds=0.05)
+    bad = {
+        TARGET + "    slo: {tpot_seconds: 0}\n": ["targets[0].slo.tpot_seconds = 0, must be > 0"],
+        TARGET + "    slo: {tpot: 0.05}\n": ["targets[0].slo.tpot = 0.05, unknown key (did you mean tpot_seconds?)"],
+        "defaults:\n  slo: 1\n" + TARGET: ["defaults.slo = 1, must be a mapping"],
+    }
+    for n, (text, problems) in enumerate(bad.items(), 1):
+        path.write_text(text)
+        assert watcher.poll() is False
+        assert (watcher.current, watcher.generation, watcher.rejected_total) == (good, 1, n)
+        assert watcher.last_error is not None and watcher.last_error.problems == problems
+    path.write_text(TARGET + "    slo: {ttft_seconds: 3}\n")  # a good one applies, merged with the built-in slo
+    assert watcher.poll() is True and watcher.last_error is None
+    assert watcher.current.policy_for(watcher.current.targets[0]).slo == SloParams(ttft_seconds=3)
 
 
 def test_watcher_survives_the_file_disappearing(tmp_path: Path) -> None:
@@ -557,15 +735,40 @@ _values = st.one_of(
     st.lists(st.integers(), max_size=2),
 )
 _keys = st.one_of(st.sampled_from(_POLICY_KEYS), st.sampled_from(_POLICY_KEYS), st.text(min_size=1, max_size=12))
-_sections = st.dictionaries(_keys, _values, max_size=6)
+_SLO_KEYS = list(SloParams.model_fields)
+_slo = st.dictionaries(st.one_of(st.sampled_from(_SLO_KEYS), st.sampled_from(_SLO_KEYS), st.text(min_size=1, max_size=8)),
+                       _values, max_size=4)
+_ABSENT = object()
+_sections = st.tuples(st.dictionaries(_keys, _values, max_size=6), st.one_of(st.just(_ABSENT), _slo, _values)).map(
+    lambda t: t[0] if t[1] is _ABSENT else {**t[0], "slo": t[1]})  # slo: a mapping of slo keys, or anything
 
 
 def _input_paths(doc: dict[str, Any]) -> set[str]:
-    paths = {format_path(("defaults", k)) for k in doc["defaults"]}
+    def section(loc: tuple[str | int, ...], keys: dict[Any, Any]) -> set[str]:
+        out = {format_path((*loc, k)) for k in keys}
+        if isinstance(keys.get("slo"), dict):
+            out |= {format_path((*loc, "slo", k)) for k in keys["slo"]}
+        return out
+
+    paths = section(("defaults",), doc["defaults"])
     for i, target in enumerate(doc["targets"]):
         paths.add(format_path(("targets", i)))
-        paths.update(format_path(("targets", i, k)) for k in target)
+        paths |= section(("targets", i), target)
     return paths
+
+
+def _merged_value(layers: list[dict[str, Any]], path: tuple[str, ...]) -> tuple[bool, Any]:
+    """(set, value) of a key path in the last of `layers` that sets it (defaults < target)."""
+    found: tuple[bool, Any] = (False, None)
+    for layer in layers:
+        node: Any = layer
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            found = (True, node)
+    return found
 
 
 def _within_bounds(info: Any, value: Any) -> bool:
@@ -604,12 +807,14 @@ def test_random_policy_values_never_crash(defaults: dict[Any, Any], overrides: l
                 assert any(line.startswith(p + " = ") for p in paths), line
         return
     for target, policy in config.effective_policies():
-        merged = {**defaults, **{k: v for k, v in target.overrides().items()}}
-        for name, info in PolicyParams.model_fields.items():
-            value = getattr(policy, name)
-            assert _within_bounds(info, value), (target.name, name, value)
-            if name in merged:
-                assert value == merged[name]
+        for path, info in _leaf_fields():
+            value: Any = policy
+            for part in path:
+                value = getattr(value, part)
+            assert _within_bounds(info, value), (target.name, path, value)
+            found, expected = _merged_value([defaults, target.overrides()], path)
+            if found:
+                assert value == expected, (target.name, path)
 
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
@@ -618,7 +823,7 @@ _trees = st.recursive(
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
         st.dictionaries(st.one_of(st.sampled_from(["controller", "defaults", "targets", "prometheus",
-                                                   "namespace", "deployment", *_POLICY_KEYS]),
+                                                   "namespace", "deployment", *_POLICY_KEYS, *_SLO_KEYS]),
                                   st.text(max_size=6), st.integers()), inner, max_size=4),
     ),
     max_leaves=12,

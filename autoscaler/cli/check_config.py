@@ -22,6 +22,7 @@ from autoscaler.config import (
     TargetConfig,
     load_config_file,
     load_config_text,
+    merge_policy,
 )
 from autoscaler.config.bounded import MAX_YAML_BYTES
 from autoscaler.policy.params import PolicyParams
@@ -78,7 +79,8 @@ def effective_policies_json(config: AutoscalerConfig) -> dict[str, Any]:
 
 
 def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
-    """Controller settings, then the policy: one row per key, one column per target.
+    """Controller settings, then the policy: one row per key (a nested section's keys as
+    `slo.ttft_seconds`, ...), one column per target.
 
     The `defaults` column is the built-in default merged with the document's `defaults`
     (cyan and `*` where the document changed it); a target's value is bold yellow and `*` where
@@ -94,21 +96,24 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
         controller.add_row(key, _fmt(value))
     console.print(controller)
 
-    builtin = PolicyParams.model_fields
-    defaults = {k: info.default for k, info in builtin.items()} | config.defaults.as_dict()
+    builtin = dict(_flatten(PolicyParams().model_dump()))  # `slo` as rows slo.ttft_seconds, ...
+    defaults = dict(_flatten(merge_policy(PolicyParams().model_dump(), config.defaults.as_dict())))
     pairs = list(config.effective_policies())
     shown = pairs[:MAX_TABLE_TARGETS]
     policy_of = {id(t): p for t, p in shown}
-    for chunk in _chunks([t for t, _ in shown], console.width):
+    cell_width = {id(t): _cell_width(dict(_flatten(p.model_dump()))) for t, p in shown}
+    for chunk in _chunks([t for t, _ in shown], console.width, _cell_width(defaults), cell_width):
         table = Table(title="effective policy", title_justify="left", header_style="bold")
-        table.add_column("key", no_wrap=True)
-        table.add_column("defaults", justify="right", no_wrap=True)
+        # Values fold (a long capacity_profile name on a narrow console), keys never do.
+        table.add_column("key", no_wrap=True, min_width=max(len(k) for k in builtin))
+        table.add_column("defaults", justify="right", overflow="fold")
         for target in chunk:
-            table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", no_wrap=True)
-        policies = [policy_of[id(t)] for t in chunk]  # by identity: `t in chunk` compared models, n^2
-        for key, info in builtin.items():
-            row = [_cell(defaults[key], info.default, _DEFAULTS_CHANGED)]
-            row += [_cell(getattr(p, key), defaults[key], _TARGET_CHANGED) for p in policies]
+            table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", overflow="fold")
+        # by identity: `t in chunk` compared models, n^2
+        policies = [dict(_flatten(policy_of[id(t)].model_dump())) for t in chunk]
+        for key, default in builtin.items():
+            row = [_cell(defaults[key], default, _DEFAULTS_CHANGED)]
+            row += [_cell(p[key], defaults[key], _TARGET_CHANGED) for p in policies]
             table.add_row(key, *row)
         console.print(table)
     if len(pairs) > len(shown):
@@ -131,14 +136,22 @@ def _cell(value: object, reference: object, style: str) -> Text:
     return Text(_fmt(value) + "*", style=style)
 
 
-def _chunks(targets: Sequence[TargetConfig], width: int) -> Iterable[list[TargetConfig]]:
-    """Consecutive groups of targets whose columns fit `width` next to the key and defaults columns."""
-    key_width = max(len(k) for k in PolicyParams.model_fields) + 3
-    room = max(width - key_width - 12, 14)
+def _cell_width(values: dict[str, Any]) -> int:
+    """The widest cell of a column: a value, with its `*`."""
+    return max(len(_fmt(v)) + 1 for v in values.values())
+
+
+def _chunks(
+    targets: Sequence[TargetConfig], width: int, defaults_width: int, cell_width: dict[int, int]
+) -> Iterable[list[TargetConfig]]:
+    """Consecutive groups of targets whose columns fit `width` next to the key and defaults
+    columns (a column is as wide as its header or its widest value: `capacity_profile` is a name)."""
+    key_width = max(len(k) for k, _ in _flatten(PolicyParams().model_dump())) + 3
+    room = max(width - key_width - max(defaults_width, 8) - 4, 14)
     chunk: list[TargetConfig] = []
     used = 0
     for target in targets:
-        need = max(len(target.deployment), len(target.namespace), 8) + 3
+        need = max(len(target.deployment), len(target.namespace), 8, cell_width[id(target)]) + 3
         if chunk and used + need > room:
             yield chunk
             chunk, used = [], 0

@@ -8,14 +8,19 @@ Shape (YAML)::
       ...
     defaults:            # any subset of PolicyParams keys
       scale_down_window_seconds: 600
+      slo: {ttft_seconds: 2, tpot_seconds: 0.1}   # a nested section: any subset of SloParams keys
     targets:             # may be empty: the controller then idles
       - namespace: llm
         deployment: qwen3-8b
         max_replicas: 8  # any PolicyParams key, overriding `defaults` for this target
+        slo: {ttft_seconds: 1}   # overrides this key only: tpot_seconds stays 0.1
 
 The policy keys are never listed here: `PolicyOverrides` and `TargetConfig` are generated from the
-fields of `PolicyParams` (same types, same ranges), every key optional. The effective policy of a
-target is `PolicyParams(**{**defaults, **target overrides})`, validated as a whole.
+fields of `PolicyParams` (same types, same ranges), every key optional; a field of `PolicyParams`
+that is itself a model (`slo: SloParams`) becomes a nested mapping generated the same way
+(`SloOverrides`). The effective policy of a target is
+`PolicyParams(**merge_policy(defaults, target overrides))`, validated as a whole: target keys win,
+nested sections are merged key by key.
 
 Every problem is reported as one line `key = value, must be ...` where `key` is the dotted path in
 the document (`targets[0].max_replicas`); ranges in those lines come from the models' `Field`
@@ -29,7 +34,9 @@ from autoscaler.config.model import (
     ControllerSettings,
     PolicyOverrides,
     PrometheusSettings,
+    SloOverrides,
     TargetConfig,
+    merge_policy,
 )
 from autoscaler.config.watch import ConfigWatcher
 
@@ -40,8 +47,10 @@ __all__ = [
     "ControllerSettings",
     "PolicyOverrides",
     "PrometheusSettings",
+    "SloOverrides",
     "TargetConfig",
     "format_path",
     "load_config_file",
     "load_config_text",
+    "merge_policy",
 ]

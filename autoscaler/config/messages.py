@@ -123,6 +123,9 @@ def _problem_lines(
         elif kind in _TYPE_ERRORS:
             info = _field_at(root, loc)
             lines.append(f"{path} = {_fmt_value(value)}, must be {_expected(info, _TYPE_ERRORS[kind])}")
+        elif kind in ("string_too_short", "string_too_long"):
+            info = _field_at(root, loc)
+            lines.append(f"{path} = {_fmt_value(value)}, must be {_expected(info, 'a string')}")
         elif str(err.get("msg", "")).startswith("must be "):  # our own PydanticCustomErrors
             lines.append(_one_line(f"{path} = {_fmt_value(value)}, {err['msg']}"))
         else:
@@ -215,6 +218,11 @@ def _expected(info: FieldInfo | None, fallback: str) -> str:
               if isinstance(m, annotated_types.BaseMetadata) and hasattr(m, attr)]
     if bounds:
         text += " " + " and ".join(bounds)
+    lengths = {attr: getattr(m, attr) for m in info.metadata for attr in ("min_length", "max_length")
+               if isinstance(m, annotated_types.BaseMetadata) and getattr(m, attr, None) is not None}
+    if lengths:  # `a string of 1 to 253 characters`
+        low, high = lengths.get("min_length", 0), lengths.get("max_length")
+        text += f" of {low} to {high} characters" if high is not None else f" of at least {low} characters"
     if _allows_none(info.annotation):
         text += ", or null"
     return text
@@ -229,14 +237,16 @@ def _allows_none(annotation: Any) -> bool:
 
 def _unknown_key_hint(root: type[BaseModel], loc: Sequence[str | int]) -> str:
     key = str(loc[-1])
+    elsewhere = _sections_of(key, root)  # the exact key in another section says more than a near one here
+    if elsewhere:
+        return f"unknown key here (it belongs under {' or '.join(elsewhere)})"
     owner = _model_at(root, loc[:-1])
     allowed = list(owner.model_fields) if owner is not None else []
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if not close:  # a key without its unit: `ttft` for `ttft_seconds`
+        close = sorted((name for name in allowed if name.startswith(key + "_")), key=len)[:1]
     if close:
         return f"unknown key (did you mean {close[0]}?)"
-    elsewhere = _sections_of(key, root)
-    if elsewhere:
-        return f"unknown key here (it belongs under {' or '.join(elsewhere)})"
     return "unknown key"
 
 

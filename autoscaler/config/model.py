@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -19,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from autoscaler.config.messages import (
@@ -27,7 +29,7 @@ from autoscaler.config.messages import (
     _problem_lines,
     _Problems,
 )
-from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.params import PolicyParams, SloParams
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 """Every model of the document: unknown keys are errors, no silent coercion (`"5"`, `true` and
@@ -138,12 +140,55 @@ class ControllerSettings(BaseModel):
 # --- policy overrides, generated from PolicyParams -----------------------------------------------
 
 
+def _set_keys(model: BaseModel, order: type[BaseModel]) -> dict[str, Any]:
+    """The keys of `order` that `model` sets (an explicit `null` counts), in `order`'s field order;
+    a nested section (`slo`) as the dict of its own set keys, left out when it sets none."""
+    out: dict[str, Any] = {}
+    for name, info in order.model_fields.items():
+        if name not in model.model_fields_set:
+            continue
+        value = getattr(model, name)
+        nested = _nested_params(info)
+        if nested is not None:
+            value = _set_keys(value, nested) if isinstance(value, BaseModel) else {}
+            if not value:
+                continue
+        out[name] = value
+    return out
+
+
+def _nested_params(info: FieldInfo) -> type[BaseModel] | None:
+    """The model of a nested section of `PolicyParams` (`slo: SloParams`), else None."""
+    annotation = info.annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def merge_policy(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`defaults` < `overrides`, key by key; a nested section (`slo`) is merged per key too, so a
+    target that sets `slo.ttft_seconds` keeps the other `slo` keys of `defaults`."""
+    merged = dict(defaults)
+    for key, value in overrides.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            merged[key] = merge_policy(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class _SectionOverridesBase(BaseModel):
+    """Any subset of the keys of a nested section of `PolicyParams` (`slo`)."""
+
+    model_config = _STRICT
+
+
 class _PolicyOverridesBase(BaseModel):
     model_config = _STRICT
 
     def as_dict(self) -> dict[str, Any]:
-        """The policy keys the document sets, in `PolicyParams` order (an explicit `null` counts)."""
-        return {k: getattr(self, k) for k in PolicyParams.model_fields if k in self.model_fields_set}
+        """The policy keys the document sets, in `PolicyParams` order (an explicit `null` counts);
+        a nested section as the dict of the keys it sets (`{"slo": {"ttft_seconds": 1.0}}`)."""
+        return _set_keys(self, PolicyParams)
 
 
 class _TargetConfigBase(BaseModel):
@@ -161,37 +206,77 @@ class _TargetConfigBase(BaseModel):
         return f"{self.namespace}/{self.deployment}"
 
     def overrides(self) -> dict[str, Any]:
-        """The policy keys this target sets, in `PolicyParams` order."""
-        return {k: getattr(self, k) for k in PolicyParams.model_fields if k in self.model_fields_set}
+        """The policy keys this target sets, in `PolicyParams` order (nested sections as in
+        `PolicyOverrides.as_dict`)."""
+        return _set_keys(self, PolicyParams)
 
 
-def _optional_policy_fields() -> dict[str, Any]:
-    """Every `PolicyParams` field with its type and constraints, but not required (unset = inherit)."""
+def _null_is_empty(value: object) -> object:
+    # A nested section whose keys are all commented out is YAML null: it sets nothing.
+    return {} if value is None else value
+
+
+_SECTION_OVERRIDES: dict[type[BaseModel], type[BaseModel]] = {}
+
+
+def section_overrides(params: type[BaseModel]) -> type[BaseModel]:
+    """The overrides model of a nested section of `PolicyParams` (`SloParams` -> `SloOverrides`):
+    its keys, each optional, same types and ranges."""
+    if params not in _SECTION_OVERRIDES:
+        name = params.__name__.removesuffix("Params") + "Overrides"
+        _SECTION_OVERRIDES[params] = create_model(
+            name,
+            __base__=_SectionOverridesBase,
+            __doc__=f"Any subset of the {params.__name__} keys, each validated like {params.__name__} does.",
+            **_optional_fields(params),
+        )
+    return _SECTION_OVERRIDES[params]
+
+
+def _optional_fields(params: type[BaseModel]) -> dict[str, Any]:
+    """Every field of `params` with its type and constraints, but not required (unset = inherit);
+    a nested section becomes a mapping of its own optional keys (null = sets nothing)."""
     fields: dict[str, Any] = {}
-    for name, info in PolicyParams.model_fields.items():
-        annotation: Any = info.annotation
-        if info.metadata:
-            annotation = Annotated[(annotation, *info.metadata)]
+    for name, info in params.model_fields.items():
+        nested = _nested_params(info)
+        annotation: Any
+        if nested is not None:
+            annotation = Annotated[section_overrides(nested), BeforeValidator(_null_is_empty)]
+        else:
+            annotation = info.annotation
+            if info.metadata:
+                annotation = Annotated[(annotation, *info.metadata)]
         fields[name] = (annotation, Field(None, description=info.description))
     return fields
+
+
+def _nested_sections() -> tuple[tuple[str, type[BaseModel]], ...]:
+    """`("defaults.slo or a target's slo", SloOverrides)`, ...: where the keys of nested sections stand."""
+    return tuple(
+        (f"defaults.{name} or a target's {name}", section_overrides(nested))
+        for name, info in PolicyParams.model_fields.items()
+        if (nested := _nested_params(info)) is not None
+    )
 
 
 if TYPE_CHECKING:
     PolicyOverrides = _PolicyOverridesBase
     TargetConfig = _TargetConfigBase
+    SloOverrides = _SectionOverridesBase
 else:
     PolicyOverrides = create_model(
         "PolicyOverrides",
         __base__=_PolicyOverridesBase,
         __doc__="Any subset of the PolicyParams keys, each validated like PolicyParams does.",
-        **_optional_policy_fields(),
+        **_optional_fields(PolicyParams),
     )
     TargetConfig = create_model(
         "TargetConfig",
         __base__=_TargetConfigBase,
         __doc__="One vLLM Deployment to autoscale, with optional overrides of any PolicyParams key.",
-        **_optional_policy_fields(),
+        **_optional_fields(PolicyParams),
     )
+    SloOverrides = section_overrides(SloParams)
 
 
 # --- the document --------------------------------------------------------------------------------
@@ -212,6 +297,7 @@ class AutoscalerConfig(BaseModel):
         ("controller", ControllerSettings),
         ("controller.prometheus", PrometheusSettings),
         ("defaults or a target", PolicyOverrides),
+        *_nested_sections(),
     )
     """Where each key may stand: an unknown key's message names the section it belongs under."""
 
@@ -241,7 +327,7 @@ class AutoscalerConfig(BaseModel):
                 continue
             first_index[target.key] = i
             try:
-                self._policies[target.key] = PolicyParams.model_validate({**defaults, **target.overrides()})
+                self._policies[target.key] = PolicyParams.model_validate(merge_policy(defaults, target.overrides()))
             except ValidationError as exc:
                 for line in _problem_lines(exc.errors(), root=PolicyParams):
                     problems.append(f"{where}.{line} in the effective policy of {target.name}")

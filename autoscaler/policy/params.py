@@ -12,6 +12,24 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
+class SloParams(BaseModel):
+    """The service-level objective of one target: what the SLO capacity step sizes for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttft_seconds: float = Field(2.0, gt=0.0, le=3600.0, description="Time to first token a request must meet.")
+    tpot_seconds: float = Field(
+        0.1, gt=0.0, le=60.0, description="Time per output token (after the first) a request must meet."
+    )
+    attainment_target: float = Field(
+        0.99, ge=0.5, le=0.999, description="Share of requests that must meet both bounds."
+    )
+    ttft_seconds_per_1k_prompt_tokens: float = Field(
+        0.0, ge=0.0, le=3600.0,
+        description="Length-aware TTFT for long-context services: the bound grows by this per 1,000 prompt tokens (of the window's mean prompt); 0 = a flat bound.",
+    )
+
+
 class PolicyParams(BaseModel):
     """Tuning of the decision core for one target Deployment."""
 
@@ -49,6 +67,19 @@ class PolicyParams(BaseModel):
     )
     tolerance_ratio: float = Field(
         0.1, ge=0.0, le=1.0, description="Demand within this ratio of current replicas holds (HPA's 10%)."
+    )
+
+    # --- SLO capacity ---------------------------------------------------------------------------
+    slo: SloParams = Field(default_factory=SloParams, description="The latency objective the fleet is sized for.")
+    capacity_profile: str | None = Field(
+        None, min_length=1, max_length=253,
+        description="Cold start of the learned capacity: a row of the shipped table of published capacities (model/GPU); null = the table's generic row.",
+    )
+    capacity_prompt_tokens_per_second: float | None = Field(
+        None, gt=0.0, le=1e9, description="Cold start override: prompt tokens/s one replica serves within the SLO; null = from the profile."
+    )
+    capacity_generation_tokens_per_second: float | None = Field(
+        None, gt=0.0, le=1e9, description="Cold start override: generated tokens/s one replica serves within the SLO; null = from the profile."
     )
 
     # --- lead time ----------------------------------------------------------------------------

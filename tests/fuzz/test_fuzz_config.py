@@ -23,6 +23,11 @@ FRAGMENTS = [
     "%YAML 1.1", "!!python/object/apply:os.system ['true']", "!!binary aGk=", "!!set {a}", "key: 'unterminated",
     'key: "\\x00"', "\ufeff", "# comment", "targets: []", "targets: ~", "1e999", "0x1F", ".nan", "- .inf", "&a *a",
     "  namespace: \"ll\\nm\"", "tick_seconds: 2001-12-14",
+    # the nested slo section and the capacity keys
+    "  slo:", "    slo:", "slo:", "    ttft_seconds: 2", "      tpot_seconds: 0.1", "    attainment_target: 1",
+    "  slo: {ttft_seconds: -1, ttft_seconds_per_1k_prompt_tokens: .nan}", "  slo: *m", "  slo: &s {tpot_seconds: 1}",
+    "    slo: *s", "  slo: [1]", "    ttft: 1", "  capacity_profile: qwen3-8b/h100", "  capacity_profile: ''",
+    "    capacity_prompt_tokens_per_second: 1e9", "  capacity_generation_tokens_per_second: 0",
 ]
 texts = st.one_of(
     st.text(max_size=200),
@@ -44,6 +49,7 @@ def test_any_text_loads_or_fails_with_config_error(text: str) -> None:
     assert isinstance(config, AutoscalerConfig)
     for target, policy in config.effective_policies():
         assert policy.min_replicas <= policy.max_replicas, target.name
+        assert 0 < policy.slo.ttft_seconds <= 3600 and 0.5 <= policy.slo.attainment_target <= 0.999, target.name
 
 
 @pytest.mark.parametrize("tag", [

@@ -90,6 +90,7 @@ CONFIG_HOSTILE: dict[str, str] = {
     "nan-knob": "defaults:\n  target_kv_cache_usage_ratio: .nan\ntargets: []\n",
     "inf-knob": "defaults:\n  max_replicas: .inf\ntargets: []\n",
     "inf-tick": "controller:\n  tick_seconds: .inf\ntargets: []\n",
+    "nan-slo": "defaults:\n  slo:\n    ttft_seconds: .nan\ntargets: []\n",
     "huge-float-knob": "defaults:\n  scale_down_window_seconds: 1e300\ntargets: []\n",
     "9e18-replicas": "targets:\n  - namespace: llm\n    deployment: q\n    max_replicas: 9000000000000000000\n",
     "neg-zero-window": "defaults:\n  scale_down_window_seconds: -0.0\n  tolerance: -1e-320\ntargets: []\n",

@@ -273,7 +273,8 @@ def test_lint_input_loads_or_fails_with_input_error_and_lint_never_raises(fragme
 
 
 @FUZZ
-@given(fragments=st.lists(st.sampled_from(MANIFEST_FRAGMENTS + ["targets: []", "defaults: {max_replicas: .inf}"]),
+@given(fragments=st.lists(st.sampled_from(MANIFEST_FRAGMENTS + ["targets: []", "defaults: {max_replicas: .inf}",
+                                                                  "defaults: {slo: {ttft_seconds: .inf}}"]),
                           max_size=10))
 def test_config_text_loads_or_fails_with_config_error(fragments: list[str]) -> None:
     try:
