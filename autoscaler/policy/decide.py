@@ -82,7 +82,7 @@ def decide(
     ups, downs = record_event(
         state.scale_up_events, state.scale_down_events, current, limited.replicas, now, policy
     )
-    values = decision_values(observation, health, sizing, lead, flight, rec, stab, planned)
+    values = decision_values(observation, health, sizing, lead, flight, rec, stab, planned, policy)
     return decision(current, rec, stab, limited, sizing, values), PolicyState(
         recommendations=stab.recommendations,
         scale_up_events=ups,
@@ -92,4 +92,5 @@ def decide(
         throughput_history=sizing.throughput_history,
         planned_replicas=planned,
         lead=lead_state,
+        slo=sizing.slo_state if sizing.slo_state is not None else state.slo,
     )
