@@ -13,14 +13,14 @@ smooth traffic a narrow one: little. A rising trend (diurnal ramp) moves the mea
 Until `MIN_SAMPLES` samples, the sd is at least `COLD_START_SD` = 0.15 (demand up 16 % over
 one lead time at one sd: at 0.99, headroom exp(2.33 x 0.15) = 1.42).
 
-O(1) a tick: the history keeps readings at least H / 16 apart and only the newest reading at
-least H old, so at most about 18 entries, and only its ends are looked at.
+O(1) a tick: a reading (and a growth sample) is taken when the newest is at least H / 16 old,
+and of the readings at least H old only the newest is kept, so the history holds at most about
+18 entries and only its ends are looked at; between readings nothing is done.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from statistics import NormalDist
 
 from autoscaler.policy.time_window import Entries, TimeWindow
@@ -40,20 +40,6 @@ def demand_units(prompt_tokens_per_second: float, generation_tokens_per_second: 
     2 + 1.5 = 3.5.
     """
     return prompt_tokens_per_second / cold_start[0] + generation_tokens_per_second / cold_start[1]
-
-
-def record_demand(history: Entries[float], now: float, demand: float, lead_seconds: float) -> TimeWindow[float]:
-    """Keep the reading when the newest one is at least H / 16 old (else the history as it is),
-    then `keep_one_reference`.
-
-    Worked example: H = 160 s (spacing 10 s), readings at 800, 840 and 990; at now 1000 the 5.0
-    is 10 s after 990: kept; 840 is 160 s old, so 800 (also >= H old) drops:
-    ((840, ...), (990, ...), (1000, 5.0)). At now 995 instead: only 800 drops, nothing kept.
-    """
-    window = TimeWindow.of(history)
-    if not window or now - window[-1][0] >= lead_seconds / READINGS_PER_LEAD_TIME:
-        window = window.record_reading(now, demand, math.inf)
-    return keep_one_reference(window, now, lead_seconds)
 
 
 def keep_one_reference(history: Entries[float], now: float, lead_seconds: float) -> TimeWindow[float]:
@@ -84,7 +70,10 @@ def log_growth(history: Entries[float], now: float, demand: float, lead_seconds:
     return math.log(demand / then)
 
 
-def update_moments(state: SloState, growth: float, now: float, half_life_seconds: float) -> SloState:
+Moments = tuple[float, float, int, float | None]  # (mean, variance, samples, updated at)
+
+
+def update_moments(moments: Moments, growth: float, now: float, half_life_seconds: float) -> Moments:
     """Exponentially weighted mean and variance of the log-growth; a sample's weight is
     1 - 2^(-dt / half-life), dt since the last sample (a first sample sets the mean).
 
@@ -92,20 +81,16 @@ def update_moments(state: SloState, growth: float, now: float, half_life_seconds
     a sample 0.3: delta 0.2, mean 0.2, variance 0.5 x (0.01 + 0.5 x 0.04) = 0.015.
     A sample at the same `now` as the last one changes nothing.
     """
-    if state.growth_updated_at is None or state.growth_samples == 0:
-        return replace(state, growth_mean=growth, growth_variance=0.0, growth_samples=1, growth_updated_at=now)
-    dt = now - state.growth_updated_at
+    mean, variance, samples, updated_at = moments
+    if updated_at is None or samples == 0:
+        return growth, 0.0, 1, now
+    dt = now - updated_at
     if dt <= 0:
-        return state
+        return moments
     weight = 1.0 - 2.0 ** (-dt / half_life_seconds)
-    delta = growth - state.growth_mean
-    return replace(
-        state,
-        growth_mean=state.growth_mean + weight * delta,
-        growth_variance=(1.0 - weight) * (state.growth_variance + weight * delta * delta),
-        growth_samples=min(MAX_SAMPLES, state.growth_samples + 1),
-        growth_updated_at=now,
-    )
+    delta = growth - mean
+    return (mean + weight * delta, (1.0 - weight) * (variance + weight * delta * delta),
+            min(MAX_SAMPLES, samples + 1), now)
 
 
 def headroom_ratio(state: SloState, attainment_target: float, max_ratio: float) -> float:
@@ -126,17 +111,24 @@ def headroom_ratio(state: SloState, attainment_target: float, max_ratio: float) 
 def track_headroom(
     state: SloState, demand: float, now: float, lead_seconds: float, half_life_seconds: float
 ) -> SloState:
-    """One tick of the headroom's readings: a growth sample against the reading one lead time
-    old (when there is one), then this reading. Non-positive demand is not recorded (no log).
+    """One reading of the demand, when the newest is at least H / 16 old (or there is none):
+    a growth sample against the reading one lead time old, when there is one; the reading
+    kept; of the readings at least H old only the newest (`keep_one_reference`). Between
+    readings, and for a demand that is not positive and finite: the state as it is.
 
-    Worked example: readings ((800, 1.0), (840, 2.0), (990, 2.5)), H = 160 s, demand 3.0 at
-    1000, no sample yet: the reference is 840 (800 drops); growth ln 1.5 = 0.405 is the mean;
-    history ((840, 2.0), (990, 2.5), (1000, 3.0)).
+    Worked example: readings ((800, 1.0), (840, 2.0), (990, 2.5)), H = 160 s (spacing 10 s),
+    demand 3.0 at 1000, no sample yet: the reference is 840 (800 drops); growth ln 1.5 = 0.405
+    is the mean; history ((840, 2.0), (990, 2.5), (1000, 3.0)). At 995: as it is (5 s < 10 s).
     """
-    history = keep_one_reference(state.demand_history, now, lead_seconds)
+    history = state.demand_history
+    if (history and now - history[-1][0] < lead_seconds / READINGS_PER_LEAD_TIME) or not 0.0 < demand < math.inf:
+        return state
+    history = keep_one_reference(history, now, lead_seconds)
+    moments: Moments = (state.growth_mean, state.growth_variance, state.growth_samples, state.growth_updated_at)
     growth = log_growth(history, now, demand, lead_seconds)
     if growth is not None:
-        state = update_moments(state, growth, now, half_life_seconds)
-    if demand <= 0 or not math.isfinite(demand):
-        return state if history is state.demand_history else replace(state, demand_history=history)
-    return replace(state, demand_history=record_demand(history, now, demand, lead_seconds))
+        moments = update_moments(moments, growth, now, half_life_seconds)
+    return SloState(
+        state.cold_start, state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second,
+        TimeWindow(history + ((now, demand),)), *moments,
+    )

@@ -5,10 +5,13 @@ u = p / Cp + g / Cg of its SLO capacity: prefill and decode time-share the GPU. 
 from the shipped table (`capacity_table`) and is learned online.
 
 **Reading** (`read_slo`). From the healthy pods (step 1): fleet token rates, the healthy pods
-with fresh rates standing in for the served ones (as the demand step does); the TTFT and TPOT
-histograms of the pods that share the most common bucket bounds, merged (rates add). The
-attainments are the shares of requests within the TTFT bound (`ttft_bound`: length-aware when
-configured) and within the TPOT bound.
+with fresh rates standing in for the served ones (as the demand step does); their usable TTFT
+and TPOT histograms. The attainments (`attainment`) are the fleet's shares of requests within
+the TTFT bound (`ttft_bound`: length-aware when configured) and within the TPOT bound: each
+pod's requests within the bound (interpolated inside its own buckets, as `histogram_quantile`
+does) summed, over the pods' requests summed. With shared bucket bounds this is exactly the
+share of the merged histogram (the interpolation is linear in the rates); pods with other
+bounds need no merging rule and are not dropped.
 
 **Learning** (`learn_capacity`): the estimate moves only when prediction and observation
 disagree, by at most `capacity_learning_max_step_ratio` per tick, and only from a histogram
@@ -36,14 +39,14 @@ can never lower the replicas (`partial`), and nothing is learned.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from operator import le
+from dataclasses import dataclass
+from operator import lt
 
 from autoscaler.policy.capacity_table import cold_start_capacity
 from autoscaler.policy.demand import Demand
 from autoscaler.policy.headroom import demand_units, headroom_ratio, track_headroom
 from autoscaler.policy.params import PolicyParams, SloParams
-from autoscaler.policy.types import COLD_SLO_STATE, LatencyHistogram, MetricSample, ReadyPod, SloState, fast_init
+from autoscaler.policy.types import LatencyHistogram, ReadyPod, SloState, fast_init
 
 LOW_LOAD_UTILISATION = 0.5  # broken below this: infeasible at low load, not a capacity estimate
 SLACK_RATIO = 0.5  # met with slack: the target quantile's latency within this share of the bound
@@ -57,9 +60,8 @@ class SloReading:
 
     prompt_tokens_per_second: float | None
     generation_tokens_per_second: float | None
-    ttft: LatencyHistogram | None  # merged over `ttft_pods` pods
-    tpot: LatencyHistogram | None
-    ttft_pods: int
+    ttft: tuple[LatencyHistogram, ...]  # the usable ones, one a pod
+    tpot: tuple[LatencyHistogram, ...]
     served: int  # the pods the fleet rates stand for
     partial: bool  # some SLO series present but unusable, or token rates missing on some pods
 
@@ -85,50 +87,39 @@ class SloSignal:
     demand_units: float  # token demand in cold-start replicas (the headroom's reading)
     state: SloState
 
-
-def _fresh_rate(sample: MetricSample | None, now: float, stale: float) -> float | None:
-    if sample is None or not 0.0 <= sample.value < math.inf or now - sample.timestamp > stale:
-        return None
-    return sample.value
-
-
-def _well_formed(h: LatencyHistogram, now: float, stale: float) -> bool:
-    """`LatencyHistogram.health` is FRESH, the bounds' order left to `merge_histograms` (one
-    check for the group): rates from >= 0 to finite, never decreasing (NaN fails `le`)."""
-    rates = h.cumulative_per_second
-    return (
-        len(rates) == len(h.upper_bounds) > 0 and now - h.timestamp <= stale
-        and rates[0] >= 0.0 and rates[-1] < math.inf and all(map(le, rates, rates[1:]))
-    )
+    def with_headroom(self, ratio: float, state: SloState) -> SloSignal:
+        """This signal with the headroom applied (`dataclasses.replace`, faster)."""
+        s = self
+        return SloSignal(
+            s.base_replicas * ratio, s.base_replicas, s.prompt_tokens_per_second, s.generation_tokens_per_second,
+            s.capacity, s.capacity_learned, s.ttft_bound_seconds, s.ttft_attainment, s.tpot_attainment,
+            s.utilisation, s.infeasible_at_low_load, ratio, s.partial, s.demand_units, state,
+        )
 
 
-def merge_histograms(
+def usable_histograms(
     hists: list[LatencyHistogram], now: float, stale: float
-) -> tuple[LatencyHistogram | None, int, bool]:
-    """(merged histogram, pods merged, some histogram unusable). Only fresh, well-formed ones;
-    of those, the ones with the most common bounds (the first seen on ties); rates add.
+) -> tuple[tuple[LatencyHistogram, ...], bool]:
+    """(the histograms whose `health` is FRESH, whether some was not), checked the fast way:
+    lengths equal, the last bound +Inf, fresh, rates finite (their sum is), from >= 0 and never
+    decreasing (sorted), bounds strictly ascending (checked once for bounds seen before).
 
-    Worked example: pods A, B with bounds (1, 2, +Inf) and rates (1, 3, 4), (2, 2, 2); pod C
-    with bounds (0.5, +Inf): merged (1, 2, +Inf), (3, 5, 6) over 2 pods, nothing unusable. With
-    B stale: A alone, 1 pod, unusable True.
+    Worked example, now 1000, stale after 60: rates (1, 3, 4) at 990 and (2, 2, 2) at 995, both
+    with bounds (1, 2, +Inf): both usable. Rates (3, 2, 4): not; stamped 900: not; with a NaN
+    rate: not.
     """
-    good = [h for h in hists if _well_formed(h, now, stale)]
-    bad = len(good) < len(hists)
-    if not good:
-        return None, 0, bad
-    bounds = good[0].upper_bounds
-    if any(h.upper_bounds != bounds for h in good):
-        counts: dict[tuple[float, ...], int] = {}
-        for h in good:
-            counts[h.upper_bounds] = counts.get(h.upper_bounds, 0) + 1
-        bounds = max(counts, key=lambda b: counts[b])  # dicts keep order: first seen on ties
-        good = [h for h in good if h.upper_bounds == bounds]
-    if bounds[-1] != math.inf or not all(map(le, bounds, bounds[1:])) or len(set(bounds)) < len(bounds):
-        return None, 0, True
-    if len(good) == 1:
-        return good[0], 1, bad
-    merged = tuple([sum(col) for col in zip(*[h.cumulative_per_second for h in good])])
-    return LatencyHistogram(bounds, merged, now), len(good), bad
+    good: list[LatencyHistogram] = []
+    ascending: tuple[float, ...] | None = None
+    for h in hists:
+        bounds, rates = h.upper_bounds, h.cumulative_per_second
+        if (
+            len(rates) == len(bounds) > 0 and bounds[-1] == math.inf and now - h.timestamp <= stale
+            and rates[0] >= 0.0 and math.isfinite(sum(rates)) and list(rates) == sorted(rates)
+            and (bounds == ascending or all(map(lt, bounds, bounds[1:])))
+        ):
+            good.append(h)
+            ascending = bounds
+    return tuple(good), len(good) < len(hists)
 
 
 def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float) -> SloReading | None:
@@ -136,30 +127,35 @@ def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: floa
 
     Worked example: 2 healthy pods of 3 served, with fresh prompt rates 1,000 and 2,000 and
     generation rates 300 and 500 tokens/s: 3,000 x 3 / 2 = 4,500 prompt and 1,200 generated
-    tokens/s; no histogram: none merged, not partial.
+    tokens/s; no histogram: none usable, not partial.
     """
-    ps, gs, ttfts, tpots, present = [], [], [], [], False
-    for pod in healthy:
+    prompt = generation = 0.0
+    rated = 0
+    ttfts: list[LatencyHistogram] = []
+    tpots: list[LatencyHistogram] = []
+    present = False
+    for pod in healthy:  # one pass, the rates' health inline (`MetricSample.health` is FRESH)
         p, g, ttft, tpot = pod.prompt_tokens_per_second, pod.generation_tokens_per_second, pod.ttft, pod.tpot
         if p is None and g is None and ttft is None and tpot is None:
             continue
         present = True
-        fp, fg = _fresh_rate(p, now, stale), _fresh_rate(g, now, stale)
-        if fp is not None and fg is not None:
-            ps.append(fp)
-            gs.append(fg)
+        if (p is not None and g is not None and 0.0 <= p.value < math.inf and 0.0 <= g.value < math.inf
+                and now - p.timestamp <= stale and now - g.timestamp <= stale):
+            prompt += p.value
+            generation += g.value
+            rated += 1
         if ttft is not None:
             ttfts.append(ttft)
         if tpot is not None:
             tpots.append(tpot)
     if not present:
         return None
-    ttft_m, ttft_pods, ttft_bad = merge_histograms(ttfts, now, stale)
-    tpot_m, _, tpot_bad = merge_histograms(tpots, now, stale)
-    scale = served / len(ps) if ps else 0.0
+    ttft_ok, ttft_bad = usable_histograms(ttfts, now, stale)
+    tpot_ok, tpot_bad = usable_histograms(tpots, now, stale)
+    scale = served / rated if rated else 0.0
     return SloReading(
-        sum(ps) * scale if ps else None, sum(gs) * scale if ps else None, ttft_m, tpot_m,
-        ttft_pods, served, ttft_bad or tpot_bad or len(ps) < len(healthy),
+        prompt * scale if rated else None, generation * scale if rated else None, ttft_ok, tpot_ok,
+        served, ttft_bad or tpot_bad or rated < len(healthy),
     )
 
 
@@ -179,25 +175,29 @@ def mean_prompt_tokens(reading: SloReading) -> float | None:
     """Mean prompt tokens per request: prompt tokens/s per pod over first tokens/s per pod (the
     TTFT histogram counts each request once, when its prefill is done).
 
-    Worked example: 4,500 prompt tokens/s over 3 pods with rates, TTFT histogram of 2 pods
-    counting 2 requests/s: 1,500 / 1 = 1,500 tokens.
+    Worked example: 4,500 prompt tokens/s over 3 served pods; TTFT histograms of 2 pods
+    counting 1.5 and 0.5 requests/s: 1,500 / 1 = 1,500 tokens.
     """
     p, ttft = reading.prompt_tokens_per_second, reading.ttft
-    if p is None or ttft is None or ttft.count_per_second <= 0:
+    if p is None or not ttft:
         return None
-    return (p / reading.served) / (ttft.count_per_second / reading.ttft_pods)
+    count = sum([h.cumulative_per_second[-1] for h in ttft])
+    return (p / reading.served) / (count / len(ttft)) if count > 0 else None
 
 
-def attainment(hist: LatencyHistogram | None, bound: float, min_requests_per_second: float) -> float | None:
-    """The share of the histogram's requests within `bound`; None when there is no histogram or
-    it counts fewer than `min_requests_per_second` (too few to trust a share).
+def attainment(hists: tuple[LatencyHistogram, ...], bound: float, min_requests_per_second: float) -> float | None:
+    """The fleet's share of requests within `bound`: the pods' requests within it over their
+    requests; None without a histogram or with fewer than `min_requests_per_second` requests
+    (too few to trust a share).
 
-    Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10): within 2 s, 0.8; with a minimum
-    of 20 requests/s: None.
+    Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10) on one pod and (1, 2, 4) on the
+    other (bounds (1, 4, +Inf)): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a
+    minimum of 20 requests/s: None.
     """
-    if hist is None or hist.count_per_second < max(min_requests_per_second, 1e-12):
+    count = sum([h.cumulative_per_second[-1] for h in hists])
+    if not hists or count < max(min_requests_per_second, 1e-12):
         return None
-    return hist.fraction_within(bound)
+    return sum([h.within(bound) for h in hists]) / count
 
 
 def utilisation(load: tuple[float, float], capacity: tuple[float, float]) -> float:
@@ -296,7 +296,7 @@ def starting_state(state: SloState, cold: tuple[float, float]) -> SloState:
     Worked example: learned from (15,000, 3,000), cold start now (5,000, 1,800): a new state
     with cold start (5,000, 1,800) and nothing learned.
     """
-    return state if state.cold_start == cold else replace(COLD_SLO_STATE, cold_start=cold)
+    return state if state.cold_start == cold else SloState(cold_start=cold)
 
 
 def assess_slo(
@@ -309,7 +309,8 @@ def assess_slo(
     now: float,
 ) -> SloSignal | None:
     """The SLO signal before the headroom (`add_headroom` follows once the lead time is known);
-    None when no healthy pod has any SLO series.
+    None when no healthy pod has any SLO series. Learns only when every ready pod is healthy
+    and the SLO series are whole.
 
     Worked example: 2 served pods, each 3,000 prompt and 750 generated tokens/s, cold start
     (15,000, 3,000), no histogram, no arrival estimate: one replica uses 0.2 + 0.25 = 0.45;
@@ -322,26 +323,23 @@ def assess_slo(
         policy.capacity_profile, policy.capacity_prompt_tokens_per_second, policy.capacity_generation_tokens_per_second
     )
     state = starting_state(state, cold)
-    learned = state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second
-    capacity = (learned[0], learned[1]) if learned[0] is not None and learned[1] is not None else cold
-    slo = policy.slo
+    capacity = current_capacity(state, cold)
+    slo, minimum = policy.slo, policy.capacity_learning_min_requests_per_second
     bound = ttft_bound(slo, mean_prompt_tokens(reading))
-    minimum = policy.capacity_learning_min_requests_per_second
     a_ttft, a_tpot = attainment(reading.ttft, bound, minimum), attainment(reading.tpot, slo.tpot_seconds, minimum)
     p, g = reading.prompt_tokens_per_second, reading.generation_tokens_per_second
     if p is None or g is None:
-        return SloSignal(0.0, 0.0, None, None, capacity, learned[0] is not None, bound, a_ttft, a_tpot, None,
-                         False, 1.0, True, 0.0, state)
+        return SloSignal(0.0, 0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
+                         bound, a_ttft, a_tpot, None, False, 1.0, True, 0.0, state)
     load = (p / served, g / served)
     infeasible = False
     if all_healthy and not reading.partial:
-        verdict = _verdict(reading, bound, slo, a_ttft, a_tpot, minimum)
+        verdict = judge(reading, bound, slo, (a_ttft, a_tpot), minimum, utilisation(load, capacity))
         new, infeasible = learn_capacity(capacity, load, *verdict, demand.saturated_pods > 0,
                                          policy.capacity_learning_max_step_ratio)
         if new != capacity:
             capacity = within_drift(new, cold)
-            state = replace(state, capacity_prompt_tokens_per_second=capacity[0],
-                            capacity_generation_tokens_per_second=capacity[1])
+            state = state.learned(capacity)
     scale = demand_scale(demand)
     base = utilisation((p * scale, g * scale), capacity)
     return SloSignal(base, base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
@@ -349,18 +347,32 @@ def assess_slo(
                      demand_units(p * scale, g * scale, cold), state)
 
 
-def _verdict(
-    reading: SloReading, bound: float, slo: SloParams, a_ttft: float | None, a_tpot: float | None, minimum: float
+def current_capacity(state: SloState, cold: tuple[float, float]) -> tuple[float, float]:
+    """The learned (Cp, Cg), or the cold start while nothing is learned."""
+    cp, cg = state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second
+    return (cp, cg) if cp is not None and cg is not None else cold
+
+
+def judge(
+    reading: SloReading, bound: float, slo: SloParams, attained: tuple[float | None, float | None],
+    minimum: float, u: float,
 ) -> tuple[bool | None, bool | None, bool]:
-    """(TTFT met, TPOT met, met with slack): met = attainment >= target (None: unknown); slack =
-    every known one meets the target within `SLACK_RATIO` of its bound."""
+    """(TTFT met, TPOT met, met with slack): met = attainment >= target (None: unknown); slack
+    (looked at only where it matters: nothing broken and 0.5 <= u <= 1) = every known one
+    meets the target within `SLACK_RATIO` of its bound.
+
+    Worked example: target 0.99, attainments 0.995 and None, u 0.8, TTFT attainment within
+    half the bound 0.97: (True, None, False).
+    """
     target = slo.attainment_target
-    ttft_met = None if a_ttft is None else a_ttft >= target
-    tpot_met = None if a_tpot is None else a_tpot >= target
+    ttft_met = None if attained[0] is None else attained[0] >= target
+    tpot_met = None if attained[1] is None else attained[1] >= target
+    if ttft_met is False or tpot_met is False or not LOW_LOAD_UTILISATION <= u <= 1.0:
+        return ttft_met, tpot_met, False
     slack = True
-    for met, hist, limit in ((ttft_met, reading.ttft, bound), (tpot_met, reading.tpot, slo.tpot_seconds)):
+    for met, hists, limit in ((ttft_met, reading.ttft, bound), (tpot_met, reading.tpot, slo.tpot_seconds)):
         if met is not None:
-            tight = attainment(hist, limit * SLACK_RATIO, minimum)
+            tight = attainment(hists, limit * SLACK_RATIO, minimum)
             slack = slack and tight is not None and tight >= target
     return ttft_met, tpot_met, slack
 
@@ -376,4 +388,4 @@ def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, n
         return signal
     state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
     ratio = headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio)
-    return replace(signal, replicas=signal.base_replicas * ratio, headroom_ratio=ratio, state=state)
+    return signal.with_headroom(ratio, state)

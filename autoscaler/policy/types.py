@@ -7,6 +7,7 @@ Everything here is immutable so that `decide()` stays a pure function.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
@@ -146,14 +147,15 @@ class LatencyHistogram:
         """Requests per second with a latency of at most `threshold`, interpolated linearly inside
         the bucket that holds it (from 0 at the first bucket's lower edge 0). Beyond the last
         finite bound nothing is known: only that bound's rate counts as within."""
-        lower_bound, lower_rate = 0.0, 0.0
-        for bound, rate in zip(self.upper_bounds, self.cumulative_per_second):
-            if threshold < bound:
-                if bound == math.inf:
-                    return lower_rate
-                return lower_rate + (rate - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
-            lower_bound, lower_rate = bound, rate
-        return lower_rate
+        bounds, rates = self.upper_bounds, self.cumulative_per_second
+        i = bisect_right(bounds, threshold)  # the first bound above the threshold
+        if i == len(bounds):
+            return rates[-1] if rates else 0.0
+        lower_bound, lower_rate = (bounds[i - 1], rates[i - 1]) if i else (0.0, 0.0)
+        bound = bounds[i]
+        if bound == math.inf:
+            return lower_rate
+        return lower_rate + (rates[i] - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
 
     def fraction_within(self, threshold: float) -> float | None:
         """Share of the requests with a latency of at most `threshold`; None when none finished."""
@@ -403,6 +405,7 @@ def _finite(value: Any, what: str, *, positive: bool = False) -> float:
     return number
 
 
+@fast_init
 @dataclass(frozen=True)
 class SloState:
     """What the SLO capacity step learns: serialisable so it survives a controller restart.
@@ -421,6 +424,11 @@ class SloState:
     growth_variance: float = 0.0
     growth_samples: int = 0  # capped
     growth_updated_at: float | None = None
+
+    def learned(self, capacity: tuple[float, float]) -> SloState:
+        """This state with a learned capacity (Cp, Cg)."""
+        return SloState(self.cold_start, capacity[0], capacity[1], self.demand_history, self.growth_mean,
+                        self.growth_variance, self.growth_samples, self.growth_updated_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {
