@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 from autoscaler.policy.demand import EPSILON, whole_replicas
 from autoscaler.policy.health import HealthReport
 from autoscaler.policy.in_flight import InFlight
@@ -124,7 +125,7 @@ def decision_values(
 ) -> DecisionValues:
     """The intermediate values of the tick, for logs, metrics and the CLI (0 where unread)."""
     ready = len(observation.ready_pods)
-    demand, fc = sizing.demand, sizing.forecast
+    demand, fc, slo = sizing.demand, sizing.forecast, sizing.slo
     return DecisionValues(
         ready_replicas=ready,
         healthy_pods=len(health.healthy),
@@ -157,7 +158,7 @@ def decision_values(
         stabilized=stab.replicas,
         scale_down_window_seconds=stab.down_window_seconds,
         bound_signal=bound_signal(sizing),
-        **(_slo_values(sizing.slo, policy) if sizing.slo is not None else {}),
+        **(_slo_values(slo, policy) if slo is not None else {}),
     )
 
 

@@ -62,6 +62,8 @@ class SloReading:
     generation_tokens_per_second: float | None
     ttft: tuple[LatencyHistogram, ...]  # the usable ones, one a pod
     tpot: tuple[LatencyHistogram, ...]
+    ttft_count: float  # requests/s the usable TTFT histograms count
+    tpot_count: float
     served: int  # the pods the fleet rates stand for
     partial: bool  # some SLO series present but unusable, or token rates missing on some pods
 
@@ -155,6 +157,7 @@ def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: floa
     scale = served / rated if rated else 0.0
     return SloReading(
         prompt * scale if rated else None, generation * scale if rated else None, ttft_ok, tpot_ok,
+        sum([h.cumulative_per_second[-1] for h in ttft_ok]), sum([h.cumulative_per_second[-1] for h in tpot_ok]),
         served, ttft_bad or tpot_bad or rated < len(healthy),
     )
 
@@ -178,23 +181,23 @@ def mean_prompt_tokens(reading: SloReading) -> float | None:
     Worked example: 4,500 prompt tokens/s over 3 served pods; TTFT histograms of 2 pods
     counting 1.5 and 0.5 requests/s: 1,500 / 1 = 1,500 tokens.
     """
-    p, ttft = reading.prompt_tokens_per_second, reading.ttft
-    if p is None or not ttft:
+    p, count = reading.prompt_tokens_per_second, reading.ttft_count
+    if p is None or count <= 0:
         return None
-    count = sum([h.cumulative_per_second[-1] for h in ttft])
-    return (p / reading.served) / (count / len(ttft)) if count > 0 else None
+    return (p / reading.served) / (count / len(reading.ttft))
 
 
-def attainment(hists: tuple[LatencyHistogram, ...], bound: float, min_requests_per_second: float) -> float | None:
+def attainment(
+    hists: tuple[LatencyHistogram, ...], count: float, bound: float, min_requests_per_second: float
+) -> float | None:
     """The fleet's share of requests within `bound`: the pods' requests within it over their
-    requests; None without a histogram or with fewer than `min_requests_per_second` requests
-    (too few to trust a share).
+    requests (`count`, requests/s); None without a histogram or with fewer than
+    `min_requests_per_second` requests (too few to trust a share).
 
     Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10) on one pod and (1, 2, 4) on the
     other (bounds (1, 4, +Inf)): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a
     minimum of 20 requests/s: None.
     """
-    count = sum([h.cumulative_per_second[-1] for h in hists])
     if not hists or count < max(min_requests_per_second, 1e-12):
         return None
     return sum([h.within(bound) for h in hists]) / count
@@ -225,8 +228,9 @@ def learn_capacity(
     met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0: grow by min(2.0, 1.1): (16,500, 3,300).
     met at (9,000, 900), u = 0.9, with slack: probe 1.01: (15,150, 3,030); without: no change.
     TTFT broken at (9,000, 900): the prompt share 0.6 over the room decode leaves, 1 - 0.3,
-    is 0.857: Cp 12,857, Cg as it is. TPOT broken there: 0.3 / 0.4 = 0.75, bounded to 1 / 1.1:
-    Cg 2,727. Both broken: both by max(0.9, 1 / 1.1) = 0.909.
+    is 0.857, bounded to 1 / 1.1 = 0.909: Cp 13,636, Cg as it is (with step 1.2: 12,857).
+    TPOT broken there: 0.3 / 0.4 = 0.75, bounded: Cg 2,727. Both broken: both by
+    max(0.9, 0.909) = 0.909.
     TTFT broken at (3,000, 300), u = 0.3: infeasible at low load, no change; if pods queue:
     shrink, at most by 1 / 1.1. Broken at u = 2.0: no change (more replicas are coming).
     """
@@ -326,7 +330,8 @@ def assess_slo(
     capacity = current_capacity(state, cold)
     slo, minimum = policy.slo, policy.capacity_learning_min_requests_per_second
     bound = ttft_bound(slo, mean_prompt_tokens(reading))
-    a_ttft, a_tpot = attainment(reading.ttft, bound, minimum), attainment(reading.tpot, slo.tpot_seconds, minimum)
+    a_ttft = attainment(reading.ttft, reading.ttft_count, bound, minimum)
+    a_tpot = attainment(reading.tpot, reading.tpot_count, slo.tpot_seconds, minimum)
     p, g = reading.prompt_tokens_per_second, reading.generation_tokens_per_second
     if p is None or g is None:
         return SloSignal(0.0, 0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
@@ -370,9 +375,10 @@ def judge(
     if ttft_met is False or tpot_met is False or not LOW_LOAD_UTILISATION <= u <= 1.0:
         return ttft_met, tpot_met, False
     slack = True
-    for met, hists, limit in ((ttft_met, reading.ttft, bound), (tpot_met, reading.tpot, slo.tpot_seconds)):
+    for met, hists, count, limit in ((ttft_met, reading.ttft, reading.ttft_count, bound),
+                                     (tpot_met, reading.tpot, reading.tpot_count, slo.tpot_seconds)):
         if met is not None:
-            tight = attainment(hists, limit * SLACK_RATIO, minimum)
+            tight = attainment(hists, count, limit * SLACK_RATIO, minimum)
             slack = slack and tight is not None and tight >= target
     return ttft_met, tpot_met, slack
 
