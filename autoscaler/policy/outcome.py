@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from autoscaler.policy.demand import EPSILON, whole_replicas
 from autoscaler.policy.health import HealthReport
 from autoscaler.policy.in_flight import InFlight

@@ -22,7 +22,13 @@ from autoscaler.policy.lead_time import LeadTimeEstimate, node_needed
 from autoscaler.policy.params import PolicyParams
 from autoscaler.policy.slo_capacity import SloSignal, add_headroom, assess_slo
 from autoscaler.policy.time_window import Entries
-from autoscaler.policy.types import Observation, PolicyState, ReadyPod, SloState, fast_init
+from autoscaler.policy.types import (
+    Observation,
+    PolicyState,
+    ReadyPod,
+    SloState,
+    fast_init,
+)
 
 
 @fast_init

@@ -11,6 +11,7 @@ from bisect import bisect_right
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
+from itertools import pairwise
 from typing import Any, TypeVar
 
 from autoscaler.policy.time_window import Entries, TimeWindow
@@ -398,7 +399,7 @@ class LeadTimeState:
 def _finite(value: Any, what: str, *, positive: bool = False) -> float:
     """A number read back from persisted state: finite (and > 0 when `positive`), or ValueError."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"SLO state: {what} is not a number: {value!r}")
+        raise ValueError(f"SLO state: {what} is not a number: {value!r}")  # noqa: TRY004 - one error for bad state
     number = float(value)
     if not math.isfinite(number) or (positive and number <= 0):
         raise ValueError(f"SLO state: bad {what}: {value!r}")
@@ -460,7 +461,7 @@ class SloState:
             if not isinstance(item, list | tuple) or len(item) != 2:
                 raise ValueError(f"SLO state: bad demand entry {item!r}")
             history.append((_finite(item[0], "demand time"), _finite(item[1], "demand", positive=True)))
-        if any(b[0] <= a[0] for a, b in zip(history, history[1:])):
+        if any(b[0] <= a[0] for a, b in pairwise(history)):
             raise ValueError("SLO state: demand history out of time order")
         samples, updated = data.get("growth_samples", 0), data.get("growth_updated_at")
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:

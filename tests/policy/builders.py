@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from autoscaler.policy import MetricSample, Observation, PodInFlight, PodStage, PodStartup, ReadyPod
+from autoscaler.policy import (
+    MetricSample,
+    Observation,
+    PodInFlight,
+    PodStage,
+    PodStartup,
+    ReadyPod,
+)
 from autoscaler.policy.types import LatencyHistogram
 
 

@@ -9,8 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from autoscaler.policy import PolicyParams
-from autoscaler.policy.capacity_table import CAPACITY_TABLE, GENERIC, cold_start_capacity
+from autoscaler.policy.capacity_table import (
+    CAPACITY_TABLE,
+    GENERIC,
+    cold_start_capacity,
+)
 from autoscaler.policy.demand import Demand
+from autoscaler.policy.forecast import Forecast
 from autoscaler.policy.headroom import (
     COLD_START_SD,
     demand_units,
@@ -21,7 +26,9 @@ from autoscaler.policy.headroom import (
     track_headroom,
     update_moments,
 )
+from autoscaler.policy.outcome import bound_signal
 from autoscaler.policy.params import SloParams
+from autoscaler.policy.sizing import Sizing
 from autoscaler.policy.slo_capacity import (
     MAX_DRIFT_RATIO,
     SloReading,
@@ -40,9 +47,6 @@ from autoscaler.policy.slo_capacity import (
     within_drift,
 )
 from autoscaler.policy.types import SloState
-from autoscaler.policy.outcome import bound_signal
-from autoscaler.policy.sizing import Sizing
-from autoscaler.policy.forecast import Forecast
 
 from .builders import hist, slo_pod
 
