@@ -1,5 +1,7 @@
-"""Steps 2 to 4 for one tick: the demand now, the lead time of a replica asked for now, and
-the demand one lead time later, with the readings they keep (load, throughput, arrivals).
+"""Steps 2 to 4 for one tick: the demand now, the SLO replicas (`slo_capacity`), the lead time
+of a replica asked for now, and the demand one lead time later, with the readings they keep
+(load, throughput, arrivals, the SLO state). The lead time counts the SLO replicas before their
+headroom, which then comes from that lead time.
 
 With no ready pod, or none healthy (step 1), there is nothing to read: no demand, no forecast,
 the readings unchanged, and the lead time of one replica.

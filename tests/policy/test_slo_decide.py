@@ -26,7 +26,7 @@ from autoscaler.policy.limits import bounds
 from autoscaler.policy.slo_capacity import MAX_DRIFT_RATIO
 from autoscaler.policy.types import COLD_SLO_STATE, LatencyHistogram, SloState
 
-from .builders import hist, obs, pod, pods, slo_pod
+from .builders import hist, obs, pods, slo_pod
 from .test_properties import observations, params, states
 
 NOW = 10_000.0
@@ -245,7 +245,7 @@ def test_slo_signal_never_lowers_replicas_on_unhealthy_data(p: PolicyParams, dat
                                                             s: PolicyState, slo: SloState) -> None:
     o = data.draw(with_slo(data.draw(observations())))
     state = PolicyState(s.recommendations, s.scale_up_events, s.scale_down_events, s.load_history, slo=slo)
-    d, new = decide(p, o, state, NOW)
+    d, _ = decide(p, o, state, NOW)
     if (not o.ready_pods or any(map(_step1_unhealthy, o.ready_pods)) or _slo_partial(o.ready_pods)) and \
             o.spec_replicas <= bounds(p)[1]:
         assert d.desired_replicas >= o.spec_replicas, d
