@@ -101,27 +101,30 @@ class SloSignal:
 
 def usable_histograms(
     hists: list[LatencyHistogram], now: float, stale: float
-) -> tuple[tuple[LatencyHistogram, ...], bool]:
-    """(the histograms whose `health` is FRESH, whether some was not), checked the fast way:
-    lengths equal, the last bound +Inf, fresh, rates finite (their sum is), from >= 0 and never
-    decreasing (sorted), bounds strictly ascending (checked once for bounds seen before).
+) -> tuple[tuple[LatencyHistogram, ...], float, bool]:
+    """(the histograms whose `health` is FRESH, the requests/s they count, whether some was
+    not), checked the fast way: lengths equal, fresh, the last bound +Inf, rates from >= 0 to
+    finite (their sum is: no NaN inside) and never decreasing (sorted), bounds strictly
+    ascending (checked once for bounds seen before).
 
     Worked example, now 1000, stale after 60: rates (1, 3, 4) at 990 and (2, 2, 2) at 995, both
-    with bounds (1, 2, +Inf): both usable. Rates (3, 2, 4): not; stamped 900: not; with a NaN
-    rate: not.
+    with bounds (1, 2, +Inf): both usable, 6 requests/s. Rates (3, 2, 4): not; stamped 900:
+    not; with a NaN rate: not.
     """
     good: list[LatencyHistogram] = []
+    count = 0.0
     ascending: tuple[float, ...] | None = None
     for h in hists:
         bounds, rates = h.upper_bounds, h.cumulative_per_second
         if (
-            len(rates) == len(bounds) > 0 and bounds[-1] == math.inf and now - h.timestamp <= stale
-            and rates[0] >= 0.0 and math.isfinite(sum(rates)) and list(rates) == sorted(rates)
+            len(rates) == len(bounds) > 0 and now - h.timestamp <= stale and bounds[-1] == math.inf
+            and 0.0 <= rates[0] and math.isfinite(sum(rates)) and list(rates) == sorted(rates)
             and (bounds == ascending or all(map(lt, bounds, bounds[1:])))
         ):
             good.append(h)
+            count += rates[-1]
             ascending = bounds
-    return tuple(good), len(good) < len(hists)
+    return tuple(good), count, len(good) < len(hists)
 
 
 def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float) -> SloReading | None:
@@ -152,13 +155,12 @@ def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: floa
             tpots.append(tpot)
     if not present:
         return None
-    ttft_ok, ttft_bad = usable_histograms(ttfts, now, stale)
-    tpot_ok, tpot_bad = usable_histograms(tpots, now, stale)
+    ttft_ok, ttft_count, ttft_bad = usable_histograms(ttfts, now, stale)
+    tpot_ok, tpot_count, tpot_bad = usable_histograms(tpots, now, stale)
     scale = served / rated if rated else 0.0
     return SloReading(
         prompt * scale if rated else None, generation * scale if rated else None, ttft_ok, tpot_ok,
-        sum([h.cumulative_per_second[-1] for h in ttft_ok]), sum([h.cumulative_per_second[-1] for h in tpot_ok]),
-        served, ttft_bad or tpot_bad or rated < len(healthy),
+        ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
     )
 
 
@@ -329,7 +331,7 @@ def assess_slo(
     state = starting_state(state, cold)
     capacity = current_capacity(state, cold)
     slo, minimum = policy.slo, policy.capacity_learning_min_requests_per_second
-    bound = ttft_bound(slo, mean_prompt_tokens(reading))
+    bound = ttft_bound(slo, mean_prompt_tokens(reading) if slo.ttft_seconds_per_1k_prompt_tokens else None)
     a_ttft = attainment(reading.ttft, reading.ttft_count, bound, minimum)
     a_tpot = attainment(reading.tpot, reading.tpot_count, slo.tpot_seconds, minimum)
     p, g = reading.prompt_tokens_per_second, reading.generation_tokens_per_second

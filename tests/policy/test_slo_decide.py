@@ -269,3 +269,14 @@ def test_capacity_stays_within_bounds_and_state_round_trips(p: PolicyParams, dat
     for a in (v.ttft_attainment, v.tpot_attainment):
         assert a is None or 0.0 <= a <= 1.0 + 1e-9
     assert SloState.from_dict(new.slo.to_dict()) == new.slo
+
+
+def test_length_aware_ttft_bound() -> None:
+    # 0.5 s per 1k prompt tokens: each pod 9,000 prompt tokens/s over 10 first tokens/s = 900
+    # tokens a request: bound 2 + 0.45 = 2.45 s; within it 5 + 3 x 1.45 / 1.5 = 7.9 of 10
+    p = PolicyParams(capacity_profile="llama-3-8b/h100",
+                     slo={"ttft_seconds": 2.0, "ttft_seconds_per_1k_prompt_tokens": 0.5})
+    ready = tuple(slo_pod(f"p{i}", NOW, 9_000.0, 900.0, SLOW_TTFT, FAST_TPOT) for i in range(2))
+    d, _ = run(obs(2, ready, free_gpus=8), params=p)
+    assert d.values.slo_ttft_seconds == pytest.approx(2.45)
+    assert d.values.ttft_attainment == pytest.approx(0.79)

@@ -93,7 +93,7 @@ def test_usable_histograms() -> None:
     # docstring: now 1000, stale after 60
     a = hist((1.0, 2.0, INF), (1.0, 3.0, 4.0), 990.0)
     b = hist((1.0, 2.0, INF), (2.0, 2.0, 2.0), 995.0)
-    assert usable_histograms([a, b], NOW, 60.0) == ((a, b), False)
+    assert usable_histograms([a, b], NOW, 60.0) == ((a, b), 6.0, False)
     for bad in (
         hist((1.0, 2.0, INF), (3.0, 2.0, 4.0), 990.0),  # decreasing
         hist((1.0, 2.0, INF), (1.0, 3.0, 4.0), 900.0),  # stale
@@ -105,7 +105,7 @@ def test_usable_histograms() -> None:
         hist((1.0, 2.0, INF), (1.0, 3.0), 990.0),  # lengths differ
         hist((), (), 990.0),
     ):
-        assert usable_histograms([a, bad], NOW, 60.0) == ((a,), True), bad
+        assert usable_histograms([a, bad], NOW, 60.0) == ((a,), 4.0, True), bad
 
 
 def test_read_slo() -> None:
