@@ -1,6 +1,6 @@
 """decide() alone: CPU per call, no Prometheus, no Kubernetes, seconds to run.
 
-    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--against REF]
+    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF]
 
 The fleet of `bench_scale.py` (issue 6) without the servers around it: `--targets` targets of
 `--pods` ready pods each, every one with its startup times and all four series, and each
@@ -11,6 +11,9 @@ decide() for every target, CPU time by `time.process_time`, best of `--rounds`, 
   the decisions hold;
 * queued: 5 to 11 waiting, 8 running, KV 0.7, 1.6 requests/s per pod: the rate model, the
   forecast and the scale-up path.
+
+`--slo` gives every pod the SLO series too (issue 15): prompt and generation token rates and
+TTFT and TPOT histograms of 20 buckets (a reference older than the SLO step ignores them).
 
 `--against REF` also times the decision core of git revision REF (`git archive` of
 autoscaler/policy into a temporary package; the work tree and the index are left alone),
@@ -64,7 +67,27 @@ def load_ref(ref: str, workdir: Path) -> ModuleType:
     return importlib.import_module("ref_policy")
 
 
-def observation(p: ModuleType, load: str, target: int, pods: int, now: float) -> Any:
+TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0, float("inf"))  # vLLM's TTFT buckets, cut to 20
+TPOT_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0, float("inf"))
+
+
+def slo_series(p: ModuleType, done: float, at: float) -> dict[str, Any]:
+    """Token rates and TTFT/TPOT histograms of one pod finishing `done` requests/s."""
+    def hist(bounds: tuple[float, ...], knee: int) -> Any:
+        rates = tuple(done * min(1.0, (i + 1) / knee) for i in range(len(bounds)))
+        return p.types.LatencyHistogram(bounds, rates, at)
+
+    return {
+        "prompt_tokens_per_second": p.MetricSample(done * 500.0, at),
+        "generation_tokens_per_second": p.MetricSample(done * 200.0, at),
+        "ttft": hist(TTFT_BOUNDS, 12),
+        "tpot": hist(TPOT_BOUNDS, 5),
+    }
+
+
+def observation(p: ModuleType, load: str, target: int, pods: int, now: float, slo: bool = False) -> Any:
     if load == "steady":
         waiting, running, kv, done = 0.0, 4.0, 0.5, 1.0
     else:
@@ -78,13 +101,14 @@ def observation(p: ModuleType, load: str, target: int, pods: int, now: float) ->
             p.MetricSample(kv, at),
             p.PodStartup(created_at=1000.0, scheduled_at=1010.0, ready_at=1200.0 + j),
             completed_per_second=p.MetricSample(done, at),
+            **(slo_series(p, done, at) if slo else {}),
         )
         for j in range(pods)
     )
     return p.Observation(spec_replicas=pods, ready_pods=ready, free_gpus=10)
 
 
-def jobs(p: ModuleType, load: str, targets: int, pods: int, now: float) -> list[tuple[Any, Any, Any]]:
+def jobs(p: ModuleType, load: str, targets: int, pods: int, now: float, slo: bool = False) -> list[tuple[Any, Any, Any]]:
     """(policy, observation at `now`, state warmed up to the tick before) per target."""
     policy = p.PolicyParams(max_replicas=20)
     out = []
@@ -92,8 +116,8 @@ def jobs(p: ModuleType, load: str, targets: int, pods: int, now: float) -> list[
         state = p.PolicyState()
         for k in range(WARM_TICKS, 0, -1):
             tick = now - k * TICK_SECONDS
-            _, state = p.decide(policy, observation(p, load, t, pods, tick), state, tick)
-        out.append((policy, observation(p, load, t, pods, now), state))
+            _, state = p.decide(policy, observation(p, load, t, pods, tick, slo), state, tick)
+        out.append((policy, observation(p, load, t, pods, now, slo), state))
     return out
 
 
@@ -122,6 +146,7 @@ def main() -> int:
     ap.add_argument("--targets", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--slo", action="store_true", help="pods also carry token rates and TTFT/TPOT histograms")
     ap.add_argument("--against", metavar="REF", help="also time autoscaler/policy of this git revision")
     args = ap.parse_args()
 
@@ -133,7 +158,7 @@ def main() -> int:
     if args.against:
         tmp = tempfile.TemporaryDirectory()
         cores[args.against] = load_ref(args.against, Path(tmp.name))
-    work = {(name, load): jobs(p, load, args.targets, args.pods, now) for name, p in cores.items() for load in LOADS}
+    work = {(name, load): jobs(p, load, args.targets, args.pods, now, args.slo) for name, p in cores.items() for load in LOADS}
 
     status = 0
     if args.against:
@@ -150,7 +175,8 @@ def main() -> int:
                 s = cpu_seconds(p, work[name, load], now)
                 best[name, load] = min(best.get((name, load), s), s)
 
-    print(f"decide() CPU, best of {args.rounds}: {args.targets} targets x {args.pods} ready pods")
+    slo = " with the SLO series" if args.slo else ""
+    print(f"decide() CPU, best of {args.rounds}: {args.targets} targets x {args.pods} ready pods{slo}")
     for load in LOADS:
         for name in cores:
             s = best[name, load]

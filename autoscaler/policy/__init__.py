@@ -6,6 +6,7 @@ from autoscaler.policy.types import (
     Clamp,
     Decision,
     DecisionValues,
+    LatencyHistogram,
     LeadTimeState,
     MetricSample,
     Observation,
@@ -16,12 +17,14 @@ from autoscaler.policy.types import (
     ReadyPod,
     Reason,
     SampleHealth,
+    SloState,
 )
 
 __all__ = [
     "Clamp",
     "Decision",
     "DecisionValues",
+    "LatencyHistogram",
     "LeadTimeState",
     "MetricSample",
     "Observation",
@@ -33,5 +36,6 @@ __all__ = [
     "ReadyPod",
     "Reason",
     "SampleHealth",
+    "SloState",
     "decide",
 ]

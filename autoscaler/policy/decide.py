@@ -8,6 +8,11 @@ one function. The steps, each in its own module with a worked example:
 3. lead time (`lead_time`)          7. rate limits and bounds (`limits`)
 4. forecast (`forecast`)            8. rollout in progress (`rollout`)
 
+Next to the demand of step 2, the SLO capacity step (`slo_capacity`, with `capacity_table` and
+`headroom`) sizes the fleet from token demand, a capacity learned from vLLM's TTFT/TPOT
+histograms and a headroom for the lead time; without the SLO series it is absent and the
+other signals decide alone. See docs/slo-policy.md.
+
 `sizing` runs steps 2 to 4 together; a `Recommendation` (`recommendation`) carries the replicas
 asked for, and why they are held, from there to step 6; `outcome` builds the decision. Every
 history kept in `PolicyState` is a `TimeWindow` (`time_window`).
@@ -45,16 +50,17 @@ def decide(
     1. health: the ready pods whose samples can be trusted (step 1);
     2. lead time: learned from the pods seen, and estimated (step 3);
     3. capacity in flight: the pods on their way that count, none during a rollout (5, 8);
-    4. sizing: the demand now (2), the lead time with or without a new node (3) and the
-       demand one lead time later (4);
-    5. the recommendation: the larger of the two, or the current replicas when there is no
+    4. sizing: the demand now (2), the SLO replicas, the lead time with or without a new
+       node (3) and the demand one lead time later (4);
+    5. the recommendation: the largest of the three, or the current replicas when there is no
        data or it is within the tolerance;
-    6. never lower than the current replicas on partial data (1);
+    6. never lower than the current replicas on partial data (1, and the SLO series);
     7. the plan, while pods are in flight: no higher than it or the demand now (5);
     8. never lower than the current replicas during a rollout (8);
     9. the stabilisation windows, the current replicas standing in for an empty history (6);
     10. the rate limits and bounds (7);
-    11. the new plan, on a scale-up (5); the decision, and the state for the next tick.
+    11. the new plan, on a scale-up (5); the decision, and the state for the next tick (the
+        SLO step's learning in `PolicyState.slo`, persisted like the lead times).
 
     Worked example (defaults: 3 waiting per replica, KV target 0.8, model load 300 s, node
     300 s, scale-up +100% or +4 per 15 s): 2 ready pods each with 15 waiting, 8 running and
@@ -82,7 +88,7 @@ def decide(
     ups, downs = record_event(
         state.scale_up_events, state.scale_down_events, current, limited.replicas, now, policy
     )
-    values = decision_values(observation, health, sizing, lead, flight, rec, stab, planned)
+    values = decision_values(observation, health, sizing, lead, flight, rec, stab, planned, policy)
     return decision(current, rec, stab, limited, sizing, values), PolicyState(
         recommendations=stab.recommendations,
         scale_up_events=ups,
@@ -92,4 +98,5 @@ def decide(
         throughput_history=sizing.throughput_history,
         planned_replicas=planned,
         lead=lead_state,
+        slo=sizing.slo_state if sizing.slo_state is not None else state.slo,
     )

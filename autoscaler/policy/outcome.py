@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from autoscaler.policy.demand import EPSILON, whole_replicas
 from autoscaler.policy.health import HealthReport
 from autoscaler.policy.in_flight import InFlight
 from autoscaler.policy.lead_time import LeadTimeEstimate
 from autoscaler.policy.limits import Limited
+from autoscaler.policy.params import PolicyParams
 from autoscaler.policy.recommendation import Recommendation
 from autoscaler.policy.sizing import Sizing
+from autoscaler.policy.slo_capacity import SloSignal
 from autoscaler.policy.stabilize import Stabilized
 from autoscaler.policy.types import Clamp, Decision, DecisionValues, Observation, Reason
 
@@ -74,14 +78,37 @@ def reason(current: int, limited: Limited, stabilized: int, rec: Recommendation,
 def _scale_up_reason(
     desired: int, current: int, limit_clamp: Clamp | None, rec: Recommendation, sizing: Sizing
 ) -> Reason:
-    """The signal that asked for more: the minimum replicas, the forecast (when it asked for
-    more than the demand now could), or the demand's driver (queue, KV cache or batch)."""
+    """The signal that asked for more: the minimum replicas, the SLO (when it asked for more
+    than the others could), the forecast (when it asked for more than the demand now could), or
+    the demand's driver (queue, KV cache or batch)."""
     demand, fc = sizing.demand, sizing.forecast
     if limit_clamp is Clamp.MIN_REPLICAS or demand is None or rec.replicas <= current:
         return Reason.SCALE_UP_MIN_REPLICAS
+    others = max(demand.replicas, fc.replicas) if fc is not None else demand.replicas
+    if sizing.slo_replicas > others + EPSILON and whole_replicas(others) < desired:
+        return Reason.SCALE_UP_SLO
     if fc is not None and fc.replicas > demand.replicas + EPSILON and whole_replicas(demand.replicas) < desired:
         return Reason.SCALE_UP_FORECAST
     return _DRIVER_REASONS[demand.driver]
+
+
+def bound_signal(sizing: Sizing) -> str:
+    """The signal that set the replicas asked for: the SLO when it asks for more than the others,
+    else the forecast when it asks for more than the demand now, else the demand's driver;
+    none without a demand.
+
+    Worked example: demand 4 (queue), forecast 5, SLO 5.5: slo; SLO 3: forecast; forecast 4
+    and SLO 0: queue; no demand: none.
+    """
+    demand, fc = sizing.demand, sizing.forecast
+    if demand is None:
+        return "none"
+    others = max(demand.replicas, fc.replicas) if fc is not None else demand.replicas
+    if sizing.slo_replicas > others + EPSILON:
+        return "slo"
+    if fc is not None and fc.replicas > demand.replicas + EPSILON:
+        return "forecast"
+    return demand.driver
 
 
 def decision_values(
@@ -93,10 +120,11 @@ def decision_values(
     rec: Recommendation,
     stab: Stabilized,
     planned: int | None,
+    policy: PolicyParams,
 ) -> DecisionValues:
     """The intermediate values of the tick, for logs, metrics and the CLI (0 where unread)."""
     ready = len(observation.ready_pods)
-    demand, fc = sizing.demand, sizing.forecast
+    demand, fc, slo = sizing.demand, sizing.forecast, sizing.slo
     return DecisionValues(
         ready_replicas=ready,
         healthy_pods=len(health.healthy),
@@ -128,4 +156,26 @@ def decision_values(
         recommendation=rec.replicas,
         stabilized=stab.replicas,
         scale_down_window_seconds=stab.down_window_seconds,
+        bound_signal=bound_signal(sizing),
+        **(_slo_values(slo, policy) if slo is not None else {}),
     )
+
+
+def _slo_values(slo: SloSignal, policy: PolicyParams) -> dict[str, Any]:
+    """The SLO step's values (`DecisionValues` keeps its defaults without an SLO signal)."""
+    return {
+        "slo_ttft_seconds": slo.ttft_bound_seconds,
+        "slo_tpot_seconds": policy.slo.tpot_seconds,
+        "slo_attainment_target": policy.slo.attainment_target,
+        "ttft_attainment": slo.ttft_attainment,
+        "tpot_attainment": slo.tpot_attainment,
+        "prompt_tokens_per_second": slo.prompt_tokens_per_second,
+        "generation_tokens_per_second": slo.generation_tokens_per_second,
+        "capacity_prompt_tokens_per_second": slo.capacity[0],
+        "capacity_generation_tokens_per_second": slo.capacity[1],
+        "capacity_learned": slo.capacity_learned,
+        "slo_utilisation": slo.utilisation,
+        "slo_infeasible_at_low_load": slo.infeasible_at_low_load,
+        "headroom_ratio": slo.headroom_ratio,
+        "slo_replicas": slo.replicas,
+    }

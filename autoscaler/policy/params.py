@@ -9,7 +9,9 @@ Every key carries its unit in its name. Ranges are inclusive unless written `> x
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from autoscaler.policy.capacity_table import CAPACITY_TABLE
 
 
 class SloParams(BaseModel):
@@ -81,6 +83,29 @@ class PolicyParams(BaseModel):
     capacity_generation_tokens_per_second: float | None = Field(
         None, gt=0.0, le=1e9, description="Cold start override: generated tokens/s one replica serves within the SLO; null = from the profile."
     )
+
+    capacity_learning_max_step_ratio: float = Field(
+        1.1, ge=1.0, le=2.0,
+        description="The learned capacity moves by at most this factor per tick (toward the observed load); 1 = never learn.",
+    )
+    capacity_learning_min_requests_per_second: float = Field(
+        1.0, ge=0.0, le=1e6,
+        description="Fleet requests/s in a latency histogram below which its attainment is not trusted for learning.",
+    )
+    headroom_half_life_seconds: float = Field(
+        1800.0, ge=60.0, le=604_800.0,
+        description="Half-life of the moments of the demand's log-growth over one lead time (the SLO headroom).",
+    )
+    headroom_max_ratio: float = Field(
+        2.0, ge=1.0, le=10.0, description="The SLO headroom multiplies the SLO replicas by at most this."
+    )
+
+    @field_validator("capacity_profile")
+    @classmethod
+    def _known_profile(cls, value: str | None) -> str | None:
+        if value is not None and value not in CAPACITY_TABLE:
+            raise ValueError(f"capacity_profile = {value!r}, must be one of {sorted(CAPACITY_TABLE)}")
+        return value
 
     # --- lead time ----------------------------------------------------------------------------
     model_load_seconds_default: float = Field(

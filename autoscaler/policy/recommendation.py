@@ -27,7 +27,8 @@ class Recommendation:
 
 
 def recommend(sizing: Sizing, observation: Observation, policy: PolicyParams) -> Recommendation:
-    """The larger of the demand now and the forecast, in whole replicas; the current replicas
+    """The largest of the demand now, the forecast and the SLO replicas (`slo_capacity`), in
+    whole replicas; the current replicas
     when there is nothing to read, or when that need is within the tolerance of the ready ones.
 
     Worked example: 4 replicas, 4 ready, tolerance 0.1. Demand 4.36 and forecast 4.2: 4.36 / 4
@@ -40,7 +41,7 @@ def recommend(sizing: Sizing, observation: Observation, policy: PolicyParams) ->
         return Recommendation(current, Reason.HOLD_NO_READY_PODS)
     if sizing.forecast is None:
         return Recommendation(current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
-    wanted = max(sizing.demand_replicas, sizing.forecast.replicas)
+    wanted = max(sizing.demand_replicas, sizing.forecast.replicas, sizing.slo_replicas)
     if abs(wanted / ready - 1.0) <= policy.tolerance_ratio:
         return Recommendation(current, Reason.HOLD_WITHIN_TOLERANCE)
     return Recommendation(whole_replicas(wanted))
@@ -51,17 +52,19 @@ def hold_on_partial_data(
 ) -> Recommendation:
     """Never down on partial data: a recommendation below the current replicas is held there
     when some ready pod is unhealthy (step 1), or when the rate model counted a healthy pod
-    without a throughput series as finishing nothing (which may understate the arrivals).
+    without a throughput series as finishing nothing (which may understate the arrivals), or
+    when the SLO series are partial (some stale, NaN or missing: `slo_capacity`).
 
     Worked example: 4 replicas, recommendation 1, one pod's KV sample NaN: hold at 4 (metrics
-    unhealthy, clamp unhealthy_metrics). Every pod healthy, batch model: the 1 stands. A
-    recommendation of 6 stands whatever the data.
+    unhealthy, clamp unhealthy_metrics). Every pod healthy, batch model: the 1 stands; with a
+    stale TTFT histogram on one pod: hold at 4. A recommendation of 6 stands whatever the data.
     """
     if rec.replicas >= current or sizing.demand is None:
         return rec
     partial = sizing.demand.queue_model == "rate" and throughput_partial(
         health.healthy, now, policy.stale_after_seconds
     )
+    partial = partial or (sizing.slo is not None and sizing.slo.partial)
     if health.all_healthy and not partial:
         return rec
     return Recommendation(current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
@@ -78,7 +81,7 @@ def wait_for_capacity_in_flight(
     Demand now 10: 10. Demand now 8: 9, the current replicas: hold (capacity in flight).
     """
     capped = cap_for_in_flight(
-        rec.replicas, whole_replicas(sizing.demand_replicas), planned, current, flight,
+        rec.replicas, whole_replicas(max(sizing.demand_replicas, sizing.slo_replicas)), planned, current, flight,
         policy.forecast_max_growth_ratio,
     )
     if capped >= rec.replicas:

@@ -1,5 +1,7 @@
-"""Steps 2 to 4 for one tick: the demand now, the lead time of a replica asked for now, and
-the demand one lead time later, with the readings they keep (load, throughput, arrivals).
+"""Steps 2 to 4 for one tick: the demand now, the SLO replicas (`slo_capacity`), the lead time
+of a replica asked for now, and the demand one lead time later, with the readings they keep
+(load, throughput, arrivals, the SLO state). The lead time counts the SLO replicas before their
+headroom, which then comes from that lead time.
 
 With no ready pod, or none healthy (step 1), there is nothing to read: no demand, no forecast,
 the readings unchanged, and the lead time of one replica.
@@ -20,8 +22,15 @@ from autoscaler.policy.forecast import Forecast, forecast, update_load_history
 from autoscaler.policy.health import HealthReport
 from autoscaler.policy.lead_time import LeadTimeEstimate, node_needed
 from autoscaler.policy.params import PolicyParams
+from autoscaler.policy.slo_capacity import SloSignal, add_headroom, assess_slo
 from autoscaler.policy.time_window import Entries
-from autoscaler.policy.types import Observation, PolicyState, ReadyPod, fast_init
+from autoscaler.policy.types import (
+    Observation,
+    PolicyState,
+    ReadyPod,
+    SloState,
+    fast_init,
+)
 
 
 @fast_init
@@ -34,6 +43,12 @@ class Sizing:
     load_history: Entries[float]
     throughput_history: Entries[float]
     arrival_history: Entries[float]
+    slo: SloSignal | None = None  # None: no SLO series (or no demand)
+    slo_state: SloState | None = None  # the SLO step's state for the next tick; None = unchanged
+
+    @property
+    def slo_replicas(self) -> float:
+        return self.slo.replicas if self.slo is not None else 0.0
 
 
 def size(
@@ -61,8 +76,12 @@ def size(
                       state.arrival_history)
     demand, loads, throughputs = read_demand(policy, health, ready, state, now)
     demand_replicas = demand.replicas
-    to_add = max(0, whole_replicas(demand_replicas) - (ready + in_flight))
+    slo = assess_slo(policy, health.healthy, ready - len(health.warming), health.all_healthy, demand, state.slo, now)
+    asked = max(demand_replicas, slo.base_replicas) if slo is not None else demand_replicas
+    to_add = max(0, whole_replicas(asked) - (ready + in_flight))
     lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
+    if slo is not None:
+        slo = add_headroom(slo, policy, lead_seconds, now)
     arrivals = state.arrival_history
     if demand.arrivals_per_second is not None:
         arrivals = update_load_history(arrivals, now, demand.arrivals_per_second, policy.forecast_window_seconds)
@@ -70,7 +89,8 @@ def size(
         fc = forecast(arrivals, demand.arrivals_per_second, demand_replicas, lead_seconds, policy)
     else:
         fc = forecast(loads, demand.load, demand_replicas, lead_seconds, policy)
-    return Sizing(demand, fc, demand_replicas, lead_seconds, loads, throughputs, arrivals)
+    return Sizing(demand, fc, demand_replicas, lead_seconds, loads, throughputs, arrivals, slo,
+                  slo.state if slo is not None else None)
 
 
 def read_demand(

@@ -7,9 +7,11 @@ Everything here is immutable so that `decide()` stays a pure function.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
+from itertools import pairwise
 from typing import Any, TypeVar
 
 from autoscaler.policy.time_window import Entries, TimeWindow
@@ -146,14 +148,15 @@ class LatencyHistogram:
         """Requests per second with a latency of at most `threshold`, interpolated linearly inside
         the bucket that holds it (from 0 at the first bucket's lower edge 0). Beyond the last
         finite bound nothing is known: only that bound's rate counts as within."""
-        lower_bound, lower_rate = 0.0, 0.0
-        for bound, rate in zip(self.upper_bounds, self.cumulative_per_second):
-            if threshold < bound:
-                if bound == math.inf:
-                    return lower_rate
-                return lower_rate + (rate - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
-            lower_bound, lower_rate = bound, rate
-        return lower_rate
+        bounds, rates = self.upper_bounds, self.cumulative_per_second
+        i = bisect_right(bounds, threshold)  # the first bound above the threshold
+        if i == len(bounds):
+            return rates[-1] if rates else 0.0
+        lower_bound, lower_rate = (bounds[i - 1], rates[i - 1]) if i else (0.0, 0.0)
+        bound = bounds[i]
+        if bound == math.inf:
+            return lower_rate
+        return lower_rate + (rates[i] - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
 
     def fraction_within(self, threshold: float) -> float | None:
         """Share of the requests with a latency of at most `threshold`; None when none finished."""
@@ -229,6 +232,7 @@ class Reason(StrEnum):
     SCALE_UP_KV_CACHE = "scale_up_kv_cache"
     SCALE_UP_BATCH = "scale_up_batch"
     SCALE_UP_FORECAST = "scale_up_forecast"
+    SCALE_UP_SLO = "scale_up_slo"
     SCALE_UP_MIN_REPLICAS = "scale_up_min_replicas"
     SCALE_DOWN = "scale_down"
     SCALE_DOWN_MAX_REPLICAS = "scale_down_max_replicas"
@@ -291,6 +295,22 @@ class DecisionValues:
     recommendation: int = 0  # before stabilisation and limits
     stabilized: int = 0  # after the windows, before rate limits and bounds
     scale_down_window_seconds: float = 0.0  # the window in force: the configured one or the lead time
+    # The SLO capacity step (see policy/slo_capacity.py); None / 0 / False when it had no data.
+    slo_ttft_seconds: float = 0.0  # the TTFT bound in force (length-aware when configured)
+    slo_tpot_seconds: float = 0.0
+    slo_attainment_target: float = 0.0
+    ttft_attainment: float | None = None  # share of the requests within the TTFT bound
+    tpot_attainment: float | None = None
+    prompt_tokens_per_second: float | None = None  # fleet, served
+    generation_tokens_per_second: float | None = None
+    capacity_prompt_tokens_per_second: float | None = None  # one replica's, learned or cold start
+    capacity_generation_tokens_per_second: float | None = None
+    capacity_learned: bool = False
+    slo_utilisation: float | None = None  # p / Cp + g / Cg of one replica
+    slo_infeasible_at_low_load: bool = False  # the SLO broke well below capacity: not learned from
+    headroom_ratio: float = 1.0
+    slo_replicas: float = 0.0
+    bound_signal: str = "none"  # which signal set the replicas asked for: queue, kv_cache, batch, slo, forecast, none
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -376,6 +396,95 @@ class LeadTimeState:
         )
 
 
+def _finite(value: Any, what: str, *, positive: bool = False) -> float:
+    """A number read back from persisted state: finite (and > 0 when `positive`), or ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"SLO state: {what} is not a number: {value!r}")  # noqa: TRY004 - one error for bad state
+    number = float(value)
+    if not math.isfinite(number) or (positive and number <= 0):
+        raise ValueError(f"SLO state: bad {what}: {value!r}")
+    return number
+
+
+@fast_init
+@dataclass(frozen=True)
+class SloState:
+    """What the SLO capacity step learns: serialisable so it survives a controller restart.
+
+    The learned capacity of one replica (None until learned: the cold start is used), the cold
+    start it was learned from (a changed profile or override starts over), and the headroom's
+    readings: fleet token demand in cold-start replicas, thinned to a few entries per lead time,
+    and the exponentially weighted moments of its log-growth over one lead time.
+    """
+
+    cold_start: tuple[float, float] | None = None  # (Cp, Cg) in force when this was learned
+    capacity_prompt_tokens_per_second: float | None = None
+    capacity_generation_tokens_per_second: float | None = None
+    demand_history: Entries[float] = _NO_ENTRIES  # (t, fleet demand / cold-start capacity)
+    growth_mean: float = 0.0  # of ln(D(t) / D(t - lead time))
+    growth_variance: float = 0.0
+    growth_samples: int = 0  # capped
+    growth_updated_at: float | None = None
+
+    def learned(self, capacity: tuple[float, float]) -> SloState:
+        """This state with a learned capacity (Cp, Cg)."""
+        return SloState(self.cold_start, capacity[0], capacity[1], self.demand_history, self.growth_mean,
+                        self.growth_variance, self.growth_samples, self.growth_updated_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "cold_start": list(self.cold_start) if self.cold_start is not None else None,
+            "capacity_prompt_tokens_per_second": self.capacity_prompt_tokens_per_second,
+            "capacity_generation_tokens_per_second": self.capacity_generation_tokens_per_second,
+            "demand_history": [list(e) for e in self.demand_history],
+            "growth_mean": self.growth_mean,
+            "growth_variance": self.growth_variance,
+            "growth_samples": self.growth_samples,
+            "growth_updated_at": self.growth_updated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SloState:
+        """Inverse of `to_dict`; raises ValueError on anything malformed (the caller then
+        starts cold). Capacities must be positive, both set or both unset, with a cold start."""
+        if not isinstance(data, dict) or data.get("version") != 1:
+            raise ValueError("SLO state: expected a mapping with version 1")
+        cold = data.get("cold_start")
+        cp, cg = data.get("capacity_prompt_tokens_per_second"), data.get("capacity_generation_tokens_per_second")
+        if (cp is None) != (cg is None) or (cp is not None and cold is None):
+            raise ValueError("SLO state: learned capacities need each other and a cold start")
+        if cold is not None and (not isinstance(cold, list | tuple) or len(cold) != 2):
+            raise ValueError(f"SLO state: bad cold_start {cold!r}")
+        history = []
+        for item in data.get("demand_history", []):
+            if not isinstance(item, list | tuple) or len(item) != 2:
+                raise ValueError(f"SLO state: bad demand entry {item!r}")
+            history.append((_finite(item[0], "demand time"), _finite(item[1], "demand", positive=True)))
+        if any(b[0] <= a[0] for a, b in pairwise(history)):
+            raise ValueError("SLO state: demand history out of time order")
+        samples, updated = data.get("growth_samples", 0), data.get("growth_updated_at")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+            raise ValueError(f"SLO state: bad growth_samples {samples!r}")
+        variance = _finite(data.get("growth_variance", 0.0), "growth variance")
+        if variance < 0:
+            raise ValueError(f"SLO state: negative growth variance {variance!r}")
+        return cls(
+            cold_start=None if cold is None else (_finite(cold[0], "cold start", positive=True),
+                                                  _finite(cold[1], "cold start", positive=True)),
+            capacity_prompt_tokens_per_second=None if cp is None else _finite(cp, "capacity", positive=True),
+            capacity_generation_tokens_per_second=None if cg is None else _finite(cg, "capacity", positive=True),
+            demand_history=TimeWindow(history),
+            growth_mean=_finite(data.get("growth_mean", 0.0), "growth mean"),
+            growth_variance=variance,
+            growth_samples=samples,
+            growth_updated_at=None if updated is None else _finite(updated, "growth time"),
+        )
+
+
+COLD_SLO_STATE = SloState()
+
+
 @fast_init
 @dataclass(frozen=True)
 class PolicyState:
@@ -393,3 +502,4 @@ class PolicyState:
     arrival_history: Entries[float] = _NO_ENTRIES  # (t, arrivals per second) for the forecast
     planned_replicas: int | None = None  # highest recommendation while pods are in flight
     lead: LeadTimeState = field(default_factory=LeadTimeState)
+    slo: SloState = COLD_SLO_STATE  # the SLO capacity step's learning; persisted like `lead`

@@ -1,0 +1,399 @@
+"""The SLO capacity step: replicas from token demand and a capacity learned from vLLM's latency.
+
+**Capacity is a region.** A replica at prompt rate p and generation rate g (tokens/s) uses
+u = p / Cp + g / Cg of its SLO capacity: prefill and decode time-share the GPU. (Cp, Cg) starts
+from the shipped table (`capacity_table`) and is learned online.
+
+**Reading** (`read_slo`). From the healthy pods (step 1): fleet token rates, the healthy pods
+with fresh rates standing in for the served ones (as the demand step does); their usable TTFT
+and TPOT histograms. The attainments (`attainment`) are the fleet's shares of requests within
+the TTFT bound (`ttft_bound`: length-aware when configured) and within the TPOT bound: each
+pod's requests within the bound (interpolated inside its own buckets, as `histogram_quantile`
+does) summed, over the pods' requests summed. With shared bucket bounds this is exactly the
+share of the merged histogram (the interpolation is linear in the rates); pods with other
+bounds need no merging rule and are not dropped.
+
+**Learning** (`learn_capacity`): the estimate moves only when prediction and observation
+disagree, by at most `capacity_learning_max_step_ratio` per tick, and only from a histogram
+with enough requests and a fleet whose data is whole:
+
+* SLO met while u > 1: the replica carries more than we thought: grow both toward the load.
+* SLO met with slack (latency at the target quantile within half the bound) at u >= 0.5:
+  probe up by 1 % a tick. Without this, a cold start that is too low would never be corrected:
+  the fleet is sized to keep u < 1, so "met at u > 1" would never be seen.
+* SLO broken at 0.5 <= u < 1: shrink toward the load, Cp on a TTFT breach, Cg on a TPOT breach.
+* SLO broken at u < 0.5: an SLO infeasible at low load (prompts too long for the bound, say):
+  more replicas would not help, so nothing is learned and the decision flags it. Unless pods
+  queue: then the replicas are overloaded and the estimate is far too high: shrink.
+* SLO broken at u >= 1: expected; more replicas are coming. No change.
+
+**Replicas** (`slo_replicas`): (P / Cp + G / Cg) x headroom, with token demand = served token
+rates x arrivals / completions when the queue model has an arrival estimate (else served), and
+the headroom of `headroom` for the lead time.
+
+Absent signals (no pod has any of the SLO series) give no SLO signal: the other signals decide
+exactly as before. Present but stale, NaN or missing on some pods: the SLO data is partial and
+can never lower the replicas (`partial`), and nothing is learned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from operator import lt
+
+from autoscaler.policy.capacity_table import cold_start_capacity
+from autoscaler.policy.demand import Demand
+from autoscaler.policy.headroom import demand_units, headroom_ratio, track_headroom
+from autoscaler.policy.params import PolicyParams, SloParams
+from autoscaler.policy.types import LatencyHistogram, ReadyPod, SloState, fast_init
+
+LOW_LOAD_UTILISATION = 0.5  # broken below this: infeasible at low load, not a capacity estimate
+SLACK_RATIO = 0.5  # met with slack: the target quantile's latency within this share of the bound
+PROBE_STEP_RATIO = 1.01  # per tick, while met with slack
+
+
+@fast_init
+@dataclass(frozen=True)
+class SloReading:
+    """What the pods say this tick (fleet rates over the served pods; None where unknown)."""
+
+    prompt_tokens_per_second: float | None
+    generation_tokens_per_second: float | None
+    ttft: tuple[LatencyHistogram, ...]  # the usable ones, one a pod
+    tpot: tuple[LatencyHistogram, ...]
+    ttft_count: float  # requests/s the usable TTFT histograms count
+    tpot_count: float
+    served: int  # the pods the fleet rates stand for
+    partial: bool  # some SLO series present but unusable, or token rates missing on some pods
+
+
+@fast_init
+@dataclass(frozen=True)
+class SloSignal:
+    """The SLO step's outcome, for sizing, the decision values and the next state."""
+
+    replicas: float  # headroom included; 0 when the token rates are unknown
+    base_replicas: float  # without headroom
+    prompt_tokens_per_second: float | None  # served, fleet
+    generation_tokens_per_second: float | None
+    capacity: tuple[float, float]  # (Cp, Cg) of one replica, after this tick's learning
+    capacity_learned: bool
+    ttft_bound_seconds: float
+    ttft_attainment: float | None
+    tpot_attainment: float | None
+    utilisation: float | None
+    infeasible_at_low_load: bool
+    headroom_ratio: float
+    partial: bool
+    demand_units: float  # token demand in cold-start replicas (the headroom's reading)
+    state: SloState
+
+    def with_headroom(self, ratio: float, state: SloState) -> SloSignal:
+        """This signal with the headroom applied (`dataclasses.replace`, faster)."""
+        s = self
+        return SloSignal(
+            s.base_replicas * ratio, s.base_replicas, s.prompt_tokens_per_second, s.generation_tokens_per_second,
+            s.capacity, s.capacity_learned, s.ttft_bound_seconds, s.ttft_attainment, s.tpot_attainment,
+            s.utilisation, s.infeasible_at_low_load, ratio, s.partial, s.demand_units, state,
+        )
+
+
+def usable_histograms(
+    hists: list[LatencyHistogram], now: float, stale: float
+) -> tuple[tuple[LatencyHistogram, ...], float, bool]:
+    """(the histograms whose `health` is FRESH, the requests/s they count, whether some was
+    not), checked the fast way: lengths equal, fresh, the last bound +Inf, rates from >= 0 to
+    finite (their sum is: no NaN inside) and never decreasing (sorted), bounds strictly
+    ascending (checked once for bounds seen before).
+
+    Worked example, now 1000, stale after 60: rates (1, 3, 4) at 990 and (2, 2, 2) at 995, both
+    with bounds (1, 2, +Inf): both usable, 6 requests/s. Rates (3, 2, 4): not; stamped 900:
+    not; with a NaN rate: not.
+    """
+    good: list[LatencyHistogram] = []
+    count = 0.0
+    ascending: tuple[float, ...] | None = None
+    for h in hists:
+        bounds, rates = h.upper_bounds, h.cumulative_per_second
+        if (
+            len(rates) == len(bounds) > 0 and now - h.timestamp <= stale and bounds[-1] == math.inf
+            and 0.0 <= rates[0] and math.isfinite(sum(rates)) and list(rates) == sorted(rates)
+            and (bounds == ascending or all(map(lt, bounds, bounds[1:])))
+        ):
+            good.append(h)
+            count += rates[-1]
+            ascending = bounds
+    return tuple(good), count, len(good) < len(hists)
+
+
+def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float) -> SloReading | None:
+    """The SLO series of the healthy pods; None when none of them has any.
+
+    Worked example: 2 healthy pods of 3 served, with fresh prompt rates 1,000 and 2,000 and
+    generation rates 300 and 500 tokens/s: 3,000 x 3 / 2 = 4,500 prompt and 1,200 generated
+    tokens/s; no histogram: none usable, not partial.
+    """
+    prompt = generation = 0.0
+    rated = 0
+    ttfts: list[LatencyHistogram] = []
+    tpots: list[LatencyHistogram] = []
+    present = False
+    for pod in healthy:  # one pass, the rates' health inline (`MetricSample.health` is FRESH)
+        p, g, ttft, tpot = pod.prompt_tokens_per_second, pod.generation_tokens_per_second, pod.ttft, pod.tpot
+        if p is None and g is None and ttft is None and tpot is None:
+            continue
+        present = True
+        if (p is not None and g is not None and 0.0 <= p.value < math.inf and 0.0 <= g.value < math.inf
+                and now - p.timestamp <= stale and now - g.timestamp <= stale):
+            prompt += p.value
+            generation += g.value
+            rated += 1
+        if ttft is not None:
+            ttfts.append(ttft)
+        if tpot is not None:
+            tpots.append(tpot)
+    if not present:
+        return None
+    ttft_ok, ttft_count, ttft_bad = usable_histograms(ttfts, now, stale)
+    tpot_ok, tpot_count, tpot_bad = usable_histograms(tpots, now, stale)
+    scale = served / rated if rated else 0.0
+    return SloReading(
+        prompt * scale if rated else None, generation * scale if rated else None, ttft_ok, tpot_ok,
+        ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
+    )
+
+
+def ttft_bound(slo: SloParams, mean_prompt_tokens: float | None) -> float:
+    """The TTFT bound: flat, or grown by `ttft_seconds_per_1k_prompt_tokens` per 1,000 tokens of
+    the window's mean prompt (when known).
+
+    Worked example: 2 s + 0.5 s per 1k tokens, mean prompt 4,000 tokens: 2 + 0.5 x 4 = 4 s;
+    mean unknown: 2 s.
+    """
+    if mean_prompt_tokens is None or slo.ttft_seconds_per_1k_prompt_tokens == 0.0:
+        return slo.ttft_seconds
+    return slo.ttft_seconds + slo.ttft_seconds_per_1k_prompt_tokens * mean_prompt_tokens / 1000.0
+
+
+def mean_prompt_tokens(reading: SloReading) -> float | None:
+    """Mean prompt tokens per request: prompt tokens/s per pod over first tokens/s per pod (the
+    TTFT histogram counts each request once, when its prefill is done).
+
+    Worked example: 4,500 prompt tokens/s over 3 served pods; TTFT histograms of 2 pods
+    counting 1.5 and 0.5 requests/s: 1,500 / 1 = 1,500 tokens.
+    """
+    p, count = reading.prompt_tokens_per_second, reading.ttft_count
+    if p is None or count <= 0:
+        return None
+    return (p / reading.served) / (count / len(reading.ttft))
+
+
+def attainment(
+    hists: tuple[LatencyHistogram, ...], count: float, bound: float, min_requests_per_second: float
+) -> float | None:
+    """The fleet's share of requests within `bound`: the pods' requests within it over their
+    requests (`count`, requests/s); None without a histogram or with fewer than
+    `min_requests_per_second` requests (too few to trust a share).
+
+    Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10) on one pod and (1, 2, 4) on the
+    other (bounds (1, 4, +Inf)): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a
+    minimum of 20 requests/s: None.
+    """
+    if not hists or count < max(min_requests_per_second, 1e-12):
+        return None
+    return sum([h.within(bound) for h in hists]) / count
+
+
+def utilisation(load: tuple[float, float], capacity: tuple[float, float]) -> float:
+    """u = p / Cp + g / Cg: the share of one replica's SLO capacity its load uses.
+
+    Worked example: 6,000 prompt and 1,500 generated tokens/s on (15,000, 3,000): 0.4 + 0.5 = 0.9.
+    """
+    return load[0] / capacity[0] + load[1] / capacity[1]
+
+
+def learn_capacity(
+    capacity: tuple[float, float],
+    load: tuple[float, float],
+    ttft_met: bool | None,
+    tpot_met: bool | None,
+    slack: bool,
+    queued: bool,
+    max_step_ratio: float,
+) -> tuple[tuple[float, float], bool]:
+    """One tick of learning: ((Cp, Cg), infeasible at low load). `load` is one replica's (p, g);
+    `*_met` whether that latency met the target share (None: unknown); `slack` whether every
+    known one met it within half its bound; `queued` whether pods queue.
+
+    Worked example, capacity (15,000, 3,000), step 1.1:
+    met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0: grow by min(2.0, 1.1): (16,500, 3,300).
+    met at (9,000, 900), u = 0.9, with slack: probe 1.01: (15,150, 3,030); without: no change.
+    TTFT broken at (9,000, 900): the prompt share 0.6 over the room decode leaves, 1 - 0.3,
+    is 0.857, bounded to 1 / 1.1 = 0.909: Cp 13,636, Cg as it is (with step 1.2: 12,857).
+    TPOT broken there: 0.3 / 0.4 = 0.75, bounded: Cg 2,727. Both broken: both by
+    max(0.9, 0.909) = 0.909.
+    TTFT broken at (3,000, 300), u = 0.3: infeasible at low load, no change; if pods queue:
+    shrink, at most by 1 / 1.1. Broken at u = 2.0: no change (more replicas are coming).
+    """
+    if ttft_met is None and tpot_met is None:
+        return capacity, False
+    cp, cg = capacity
+    u = utilisation(load, capacity)
+    if ttft_met is not False and tpot_met is not False:
+        if u > 1.0:
+            factor = min(u, max_step_ratio)
+        elif slack and u >= LOW_LOAD_UTILISATION:
+            factor = min(PROBE_STEP_RATIO, max_step_ratio)
+        else:
+            return capacity, False
+        return (cp * factor, cg * factor), False
+    if u >= 1.0:
+        return capacity, False
+    if u < LOW_LOAD_UTILISATION and not queued:
+        return capacity, True
+    return _shrink(capacity, load, ttft_met is False, tpot_met is False, 1.0 / max_step_ratio), False
+
+
+def _shrink(
+    capacity: tuple[float, float], load: tuple[float, float], ttft_broken: bool, tpot_broken: bool, floor: float
+) -> tuple[float, float]:
+    """Shrink toward the load (u = 1 at the observed point), by at most `floor` a tick: both
+    when both broke, else only the broken side (Cp for TTFT, Cg for TPOT)."""
+    share_p, share_g = load[0] / capacity[0], load[1] / capacity[1]
+    if ttft_broken and tpot_broken:
+        factor = max(share_p + share_g, floor)
+        return capacity[0] * factor, capacity[1] * factor
+    if ttft_broken:
+        return capacity[0] * max(share_p / (1.0 - share_g), floor), capacity[1]
+    return capacity[0], capacity[1] * max(share_g / (1.0 - share_p), floor)
+
+
+MAX_DRIFT_RATIO = 20.0  # the learned capacity stays within 1/20 .. 20 x the cold start
+
+
+def within_drift(capacity: tuple[float, float], cold: tuple[float, float]) -> tuple[float, float]:
+    """The learned capacity kept within `MAX_DRIFT_RATIO` of the cold start either way.
+
+    Worked example: cold (15,000, 3,000), learned (400,000, 100): (300,000, 150).
+    """
+    return (
+        min(max(capacity[0], cold[0] / MAX_DRIFT_RATIO), cold[0] * MAX_DRIFT_RATIO),
+        min(max(capacity[1], cold[1] / MAX_DRIFT_RATIO), cold[1] * MAX_DRIFT_RATIO),
+    )
+
+
+def demand_scale(demand: Demand) -> float:
+    """Served token rates to token demand: arrivals / completions when the queue model has an
+    arrival estimate, else 1 (the served rates are the demand).
+
+    Worked example: arrivals 5.2, completions 4.0 requests/s: 1.3; no arrival estimate: 1.
+    """
+    arrivals, completed = demand.arrivals_per_second, demand.completed_per_second
+    if arrivals is None or completed is None or completed <= 0.0:
+        return 1.0
+    return arrivals / completed
+
+
+def starting_state(state: SloState, cold: tuple[float, float]) -> SloState:
+    """The state to learn from: as it is when learned from this cold start, else a new one (a
+    changed profile or override starts over).
+
+    Worked example: learned from (15,000, 3,000), cold start now (5,000, 1,800): a new state
+    with cold start (5,000, 1,800) and nothing learned.
+    """
+    return state if state.cold_start == cold else SloState(cold_start=cold)
+
+
+def assess_slo(
+    policy: PolicyParams,
+    healthy: tuple[ReadyPod, ...],
+    served: int,
+    all_healthy: bool,
+    demand: Demand,
+    state: SloState,
+    now: float,
+) -> SloSignal | None:
+    """The SLO signal before the headroom (`add_headroom` follows once the lead time is known);
+    None when no healthy pod has any SLO series. Learns only when every ready pod is healthy
+    and the SLO series are whole.
+
+    Worked example: 2 served pods, each 3,000 prompt and 750 generated tokens/s, cold start
+    (15,000, 3,000), no histogram, no arrival estimate: one replica uses 0.2 + 0.25 = 0.45;
+    replicas 6,000 / 15,000 + 1,500 / 3,000 = 0.9 before the headroom; nothing learned.
+    """
+    reading = read_slo(healthy, served, now, policy.stale_after_seconds)
+    if reading is None:
+        return None
+    cold = cold_start_capacity(
+        policy.capacity_profile, policy.capacity_prompt_tokens_per_second, policy.capacity_generation_tokens_per_second
+    )
+    state = starting_state(state, cold)
+    capacity = current_capacity(state, cold)
+    slo, minimum = policy.slo, policy.capacity_learning_min_requests_per_second
+    bound = ttft_bound(slo, mean_prompt_tokens(reading) if slo.ttft_seconds_per_1k_prompt_tokens else None)
+    a_ttft = attainment(reading.ttft, reading.ttft_count, bound, minimum)
+    a_tpot = attainment(reading.tpot, reading.tpot_count, slo.tpot_seconds, minimum)
+    p, g = reading.prompt_tokens_per_second, reading.generation_tokens_per_second
+    if p is None or g is None:
+        return SloSignal(0.0, 0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
+                         bound, a_ttft, a_tpot, None, False, 1.0, True, 0.0, state)
+    load = (p / served, g / served)
+    infeasible = False
+    if all_healthy and not reading.partial:
+        verdict = judge(reading, bound, slo, (a_ttft, a_tpot), minimum, utilisation(load, capacity))
+        new, infeasible = learn_capacity(capacity, load, *verdict, demand.saturated_pods > 0,
+                                         policy.capacity_learning_max_step_ratio)
+        if new != capacity:
+            capacity = within_drift(new, cold)
+            state = state.learned(capacity)
+    scale = demand_scale(demand)
+    base = utilisation((p * scale, g * scale), capacity)
+    return SloSignal(base, base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
+                     a_ttft, a_tpot, utilisation(load, capacity), infeasible, 1.0, reading.partial,
+                     demand_units(p * scale, g * scale, cold), state)
+
+
+def current_capacity(state: SloState, cold: tuple[float, float]) -> tuple[float, float]:
+    """The learned (Cp, Cg), or the cold start while nothing is learned."""
+    cp, cg = state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second
+    return (cp, cg) if cp is not None and cg is not None else cold
+
+
+def judge(
+    reading: SloReading, bound: float, slo: SloParams, attained: tuple[float | None, float | None],
+    minimum: float, u: float,
+) -> tuple[bool | None, bool | None, bool]:
+    """(TTFT met, TPOT met, met with slack): met = attainment >= target (None: unknown); slack
+    (looked at only where it matters: nothing broken and 0.5 <= u <= 1) = every known one
+    meets the target within `SLACK_RATIO` of its bound.
+
+    Worked example: target 0.99, attainments 0.995 and None, u 0.8, TTFT attainment within
+    half the bound 0.97: (True, None, False).
+    """
+    target = slo.attainment_target
+    ttft_met = None if attained[0] is None else attained[0] >= target
+    tpot_met = None if attained[1] is None else attained[1] >= target
+    if ttft_met is False or tpot_met is False or not LOW_LOAD_UTILISATION <= u <= 1.0:
+        return ttft_met, tpot_met, False
+    slack = True
+    for met, hists, count, limit in ((ttft_met, reading.ttft, reading.ttft_count, bound),
+                                     (tpot_met, reading.tpot, reading.tpot_count, slo.tpot_seconds)):
+        if met is not None:
+            tight = attainment(hists, count, limit * SLACK_RATIO, minimum)
+            slack = slack and tight is not None and tight >= target
+    return ttft_met, tpot_met, slack
+
+
+def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> SloSignal:
+    """The SLO replicas with the headroom of the lead time (`headroom`), and its readings kept.
+    Without token rates: as it is.
+
+    Worked example: base 0.9 replicas, headroom state of 50 samples with mean 0.05 and
+    variance 0.01, target 0.99: ratio 1.327, replicas 1.19.
+    """
+    if signal.prompt_tokens_per_second is None:
+        return signal
+    state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
+    ratio = headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio)
+    return signal.with_headroom(ratio, state)

@@ -1,0 +1,396 @@
+"""Table tests of the SLO steps (capacity table, SLO capacity, headroom) and of `SloState`'s
+persistence. Each docstring's worked example is a row here, with an explicit `now`."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from autoscaler.policy import PolicyParams
+from autoscaler.policy.capacity_table import (
+    CAPACITY_TABLE,
+    GENERIC,
+    cold_start_capacity,
+)
+from autoscaler.policy.demand import Demand
+from autoscaler.policy.forecast import Forecast
+from autoscaler.policy.headroom import (
+    COLD_START_SD,
+    demand_units,
+    headroom_ratio,
+    keep_one_reference,
+    log_growth,
+    normal_quantile,
+    track_headroom,
+    update_moments,
+)
+from autoscaler.policy.outcome import bound_signal
+from autoscaler.policy.params import SloParams
+from autoscaler.policy.sizing import Sizing
+from autoscaler.policy.slo_capacity import (
+    MAX_DRIFT_RATIO,
+    SloReading,
+    add_headroom,
+    assess_slo,
+    attainment,
+    demand_scale,
+    judge,
+    learn_capacity,
+    mean_prompt_tokens,
+    read_slo,
+    starting_state,
+    ttft_bound,
+    usable_histograms,
+    utilisation,
+    within_drift,
+)
+from autoscaler.policy.types import SloState
+
+from .builders import hist, slo_pod
+
+INF = math.inf
+NOW = 1000.0
+H100 = (15_000.0, 3_000.0)
+
+
+def demand(arrivals: float | None = None, completed: float | None = None, saturated: int = 0) -> Demand:
+    return Demand(0.0, 8.0, 1.0, saturated, completed, arrivals, None, "none", 0.0, 1.25)
+
+
+# --- capacity table --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("profile", "prompt", "generation", "expected"),
+    [
+        ("llama-3-8b/h100", None, None, (15_000.0, 3_000.0)),  # docstring
+        ("llama-3-8b/h100", None, 4_500.0, (15_000.0, 4_500.0)),  # docstring: generation override
+        (None, None, None, (4_000.0, 1_500.0)),  # docstring: the generic row
+        ("no-such/gpu", None, None, (4_000.0, 1_500.0)),  # unknown: generic (config rejects it)
+        (None, 9_000.0, 900.0, (9_000.0, 900.0)),
+    ],
+)
+def test_cold_start_capacity(profile, prompt, generation, expected) -> None:
+    assert cold_start_capacity(profile, prompt, generation) == expected
+
+
+def test_every_row_cites_its_source_and_errs_low() -> None:
+    assert GENERIC in CAPACITY_TABLE
+    for name, row in CAPACITY_TABLE.items():
+        assert len(row.source) > 20, name
+        # conservative: at most ~half the 5-6.5k saturated output tok/s measured on an H100
+        assert 0 < row.generation_tokens_per_second <= 3_000.0 and 0 < row.prompt_tokens_per_second <= 15_000.0
+
+
+def test_unknown_profile_is_a_config_error() -> None:
+    with pytest.raises(ValidationError, match="capacity_profile"):
+        PolicyParams(capacity_profile="gpt-9/tpu")
+    assert PolicyParams(capacity_profile="qwen3-8b/h100").capacity_profile == "qwen3-8b/h100"
+
+
+# --- reading -----------------------------------------------------------------------------------
+def test_usable_histograms() -> None:
+    # docstring: now 1000, stale after 60
+    a = hist((1.0, 2.0, INF), (1.0, 3.0, 4.0), 990.0)
+    b = hist((1.0, 2.0, INF), (2.0, 2.0, 2.0), 995.0)
+    assert usable_histograms([a, b], NOW, 60.0) == ((a, b), 6.0, False)
+    for bad in (
+        hist((1.0, 2.0, INF), (3.0, 2.0, 4.0), 990.0),  # decreasing
+        hist((1.0, 2.0, INF), (1.0, 3.0, 4.0), 900.0),  # stale
+        hist((1.0, 2.0, INF), (1.0, math.nan, 4.0), 990.0),  # NaN
+        hist((1.0, 2.0, INF), (1.0, INF, INF), 990.0),  # not finite
+        hist((1.0, 2.0, INF), (-1.0, 3.0, 4.0), 990.0),  # negative
+        hist((2.0, 1.0, INF), (1.0, 3.0, 4.0), 990.0),  # bounds not ascending
+        hist((1.0, 2.0), (1.0, 3.0), 990.0),  # no +Inf bucket
+        hist((1.0, 2.0, INF), (1.0, 3.0), 990.0),  # lengths differ
+        hist((), (), 990.0),
+    ):
+        assert usable_histograms([a, bad], NOW, 60.0) == ((a,), 4.0, True), bad
+
+
+def test_read_slo() -> None:
+    # docstring: 2 healthy pods of 3 served: 3,000 x 3 / 2 = 4,500 prompt, 1,200 generated
+    pods = (slo_pod("a", NOW, 1_000.0, 300.0), slo_pod("b", NOW, 2_000.0, 500.0))
+    r = read_slo(pods, 3, NOW, 60.0)
+    assert r is not None
+    assert (r.prompt_tokens_per_second, r.generation_tokens_per_second) == pytest.approx((4_500.0, 1_200.0))
+    assert (r.ttft, r.tpot, r.partial) == ((), (), False)
+    # no SLO series at all: no reading (the other signals decide as before)
+    assert read_slo((slo_pod("a", NOW, None, None),), 1, NOW, 60.0) is None
+    # a stale token rate on one pod: the other stands in, partial
+    stale = slo_pod("b", NOW - 61, 2_000.0, 500.0)
+    r = read_slo((pods[0], stale), 2, NOW, 60.0)
+    assert r is not None and r.partial and r.prompt_tokens_per_second == pytest.approx(2_000.0)
+    # a NaN histogram: partial
+    nan = slo_pod("c", NOW, 1_000.0, 300.0, ttft=hist((1.0, INF), (math.nan, 1.0), NOW))
+    r = read_slo((pods[0], nan), 2, NOW, 60.0)
+    assert r is not None and r.partial and r.ttft == ()
+    # only bad token rates: known to be present, rates unknown
+    r = read_slo((slo_pod("d", NOW, math.nan, 300.0),), 1, NOW, 60.0)
+    assert r is not None and r.partial and r.prompt_tokens_per_second is None
+
+
+@pytest.mark.parametrize(
+    ("per_1k", "mean_prompt", "expected"),
+    [(0.5, 4_000.0, 4.0), (0.5, None, 2.0), (0.0, 4_000.0, 2.0)],  # docstring: 2 + 0.5 x 4; unknown: 2
+)
+def test_ttft_bound(per_1k: float, mean_prompt: float | None, expected: float) -> None:
+    assert ttft_bound(SloParams(ttft_seconds=2.0, ttft_seconds_per_1k_prompt_tokens=per_1k), mean_prompt) == expected
+
+
+def test_mean_prompt_tokens() -> None:
+    # docstring: 4,500 prompt tokens/s over 3 served pods; TTFT histograms of 2 pods counting
+    # 1.5 and 0.5 requests/s: 1,500 / 1 = 1,500 tokens
+    h1, h2 = hist((1.0, INF), (1.0, 1.5), NOW), hist((1.0, INF), (0.5, 0.5), NOW)
+    r = SloReading(4_500.0, 1_200.0, (h1, h2), (), 2.0, 0.0, 3, False)
+    assert mean_prompt_tokens(r) == pytest.approx(1_500.0)
+    assert mean_prompt_tokens(SloReading(4_500.0, 1_200.0, (), (), 0.0, 0.0, 3, False)) is None
+
+
+def test_attainment() -> None:
+    # docstring: (6, 9, 10) on bounds (1, 2.5, +Inf) and (1, 2, 4) on (1, 4, +Inf); within 2 s:
+    # 8 + (1 + 1/3) = 9.33 of 14
+    a = hist((1.0, 2.5, INF), (6.0, 9.0, 10.0), NOW)
+    b = hist((1.0, 4.0, INF), (1.0, 2.0, 4.0), NOW)
+    assert attainment((a, b), 14.0, 2.0, 1.0) == pytest.approx((8 + 1 + 1 / 3) / 14)
+    assert attainment((a, b), 14.0, 2.0, 20.0) is None  # too few requests to trust a share
+    assert attainment((), 0.0, 2.0, 0.0) is None
+    assert attainment((a,), 10.0, 2.0, 1.0) == pytest.approx(0.8)  # LatencyHistogram's own example
+
+
+def test_utilisation() -> None:
+    assert utilisation((6_000.0, 1_500.0), H100) == pytest.approx(0.9)  # docstring: 0.4 + 0.5
+
+
+# --- learning ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("load", "ttft_met", "tpot_met", "slack", "queued", "expected", "infeasible"),
+    [
+        # docstring rows, capacity (15,000, 3,000), step 1.1
+        ((18_000.0, 2_400.0), True, True, False, False, (16_500.0, 3_300.0), False),  # met, u 2.0: x1.1
+        ((9_000.0, 900.0), True, True, True, False, (15_150.0, 3_030.0), False),  # met with slack: probe
+        ((9_000.0, 900.0), True, True, False, False, H100, False),  # met, no slack, u < 1: as it is
+        ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False),  # TTFT: Cp, bounded
+        ((9_000.0, 900.0), True, False, False, False, (15_000.0, 3_000.0 / 1.1), False),  # TPOT: 0.75 -> 1/1.1
+        ((9_000.0, 900.0), False, False, False, False, (15_000.0 / 1.1, 3_000.0 / 1.1), False),  # both
+        ((3_000.0, 300.0), False, True, False, False, H100, True),  # u 0.3: infeasible at low load
+        ((3_000.0, 300.0), False, True, False, True, (15_000.0 / 1.1, 3_000.0), False),  # ...unless queued
+        ((18_000.0, 2_400.0), False, True, False, False, H100, False),  # broken at u 2: more are coming
+        # more rows
+        ((18_000.0, 2_400.0), None, None, False, False, H100, False),  # nothing known: as it is
+        ((12_000.0, 600.0), True, None, False, False, H100, False),  # u = 1.0 exactly: not > 1, no slack
+    ],
+)
+def test_learn_capacity(load, ttft_met, tpot_met, slack, queued, expected, infeasible) -> None:
+    got, flagged = learn_capacity(H100, load, ttft_met, tpot_met, slack, queued, 1.1)
+    assert got == pytest.approx(expected)
+    assert flagged is infeasible
+
+
+def test_learn_capacity_probes_from_half_load_and_never_with_step_one() -> None:
+    # docstring: with step 1.2 the TTFT breach shrinks Cp to the observed load, 0.6 / 0.7
+    shrunk, _ = learn_capacity(H100, (9_000.0, 900.0), False, True, False, False, 1.2)
+    assert shrunk == pytest.approx((15_000.0 * 0.6 / 0.7, 3_000.0))
+    grown, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1)  # u = 0.3 + 0.2 = 0.5
+    assert grown == pytest.approx((15_150.0, 3_030.0))
+    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0)  # step 1 = never learn
+    assert still == H100
+
+
+@pytest.mark.parametrize(
+    ("capacity", "expected"),
+    [((400_000.0, 100.0), (300_000.0, 150.0)), ((16_500.0, 3_300.0), (16_500.0, 3_300.0))],  # docstring
+)
+def test_within_drift(capacity, expected) -> None:
+    assert within_drift(capacity, H100) == pytest.approx(expected)
+    assert MAX_DRIFT_RATIO == 20.0
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "completed", "expected"),
+    [(5.2, 4.0, 1.3), (None, 4.0, 1.0), (5.2, None, 1.0), (5.2, 0.0, 1.0)],  # docstring: 1.3; none: 1
+)
+def test_demand_scale(arrivals, completed, expected) -> None:
+    assert demand_scale(demand(arrivals, completed)) == pytest.approx(expected)
+
+
+def test_starting_state() -> None:
+    learned = SloState(cold_start=H100, capacity_prompt_tokens_per_second=20_000.0,
+                       capacity_generation_tokens_per_second=4_000.0)
+    assert starting_state(learned, H100) is learned
+    # docstring: the cold start changed to (5,000, 1,800): start over
+    assert starting_state(learned, (5_000.0, 1_800.0)) == SloState(cold_start=(5_000.0, 1_800.0))
+
+
+def test_judge() -> None:
+    # docstring: target 0.99, attainments 0.995 and None, u 0.8, within half the bound 0.97
+    ttft = hist((1.0, 2.0, INF), (97.0, 99.5, 100.0), NOW)  # within 1 s: 0.97; within 2 s: 0.995
+    r = SloReading(1.0, 1.0, (ttft,), (), 100.0, 0.0, 1, False)
+    assert judge(r, 2.0, SloParams(), (0.995, None), 1.0, 0.8) == (True, None, False)
+    fast = hist((1.0, 2.0, INF), (99.5, 99.9, 100.0), NOW)
+    r = SloReading(1.0, 1.0, (fast,), (), 100.0, 0.0, 1, False)
+    assert judge(r, 2.0, SloParams(), (0.999, None), 1.0, 0.8) == (True, None, True)
+    assert judge(r, 2.0, SloParams(), (0.999, None), 1.0, 0.3)[2] is False  # slack only from half load
+    assert judge(r, 2.0, SloParams(), (0.9, None), 1.0, 0.8) == (False, None, False)
+
+
+def test_assess_slo_docstring_example() -> None:
+    # 2 served pods, 3,000 prompt and 750 generated tokens/s each, cold start (15,000, 3,000):
+    # one replica 0.2 + 0.25 = 0.45; replicas 0.4 + 0.5 = 0.9 before the headroom
+    p = PolicyParams(capacity_profile="llama-3-8b/h100")
+    pods = (slo_pod("a", NOW, 3_000.0, 750.0), slo_pod("b", NOW, 3_000.0, 750.0))
+    s = assess_slo(p, pods, 2, True, demand(), SloState(), NOW)
+    assert s is not None
+    assert (s.utilisation, s.base_replicas, s.capacity, s.capacity_learned) == (
+        pytest.approx(0.45), pytest.approx(0.9), H100, False)
+    assert s.state == SloState(cold_start=H100)
+    assert s.demand_units == pytest.approx(0.9)
+    # with an arrival estimate 1.3 x the completions: 1.17
+    s = assess_slo(p, pods, 2, True, demand(5.2, 4.0), SloState(), NOW)
+    assert s is not None and s.base_replicas == pytest.approx(0.9 * 1.3)
+    # no series at all: no signal
+    assert assess_slo(p, (slo_pod("a", NOW, None, None),), 1, True, demand(), SloState(), NOW) is None
+
+
+def test_add_headroom_docstring_example() -> None:
+    # base 0.9, 50 samples with mean 0.05 and variance 0.01, target 0.99: ratio 1.327, replicas 1.19
+    p = PolicyParams(capacity_profile="llama-3-8b/h100")
+    pods = (slo_pod("a", NOW, 3_000.0, 750.0), slo_pod("b", NOW, 3_000.0, 750.0))
+    state = SloState(cold_start=H100, demand_history=((NOW - 10, 0.9),), growth_mean=0.05,
+                     growth_variance=0.01, growth_samples=50, growth_updated_at=NOW - 10)
+    s = assess_slo(p, pods, 2, True, demand(), state, NOW)
+    assert s is not None
+    out = add_headroom(s, p, 300.0, NOW)  # the newest reading is 10 s < 300 / 16 old: no new one
+    assert out.headroom_ratio == pytest.approx(math.exp(0.05 + normal_quantile(0.99) * 0.1))
+    assert out.headroom_ratio == pytest.approx(1.327, abs=1e-3)
+    assert out.replicas == pytest.approx(0.9 * out.headroom_ratio)
+    assert out.state is s.state
+
+
+# --- headroom ------------------------------------------------------------------------------------
+def test_demand_units() -> None:
+    assert demand_units(30_000.0, 4_500.0, H100) == pytest.approx(3.5)  # docstring: 2 + 1.5
+
+
+def test_keep_one_reference() -> None:
+    # docstring: readings at 800, 840, 990, H = 160 s, now 1000: 800 and 840 are >= H old
+    h = ((800.0, 1.0), (840.0, 2.0), (990.0, 2.5))
+    assert keep_one_reference(h, 1000.0, 160.0) == ((840.0, 2.0), (990.0, 2.5))
+    assert keep_one_reference(h, 950.0, 160.0) == h  # only 800 is >= H old: it is the reference
+
+
+@pytest.mark.parametrize(
+    ("now", "demand_now", "expected"),
+    [(1000.0, 3.0, math.log(1.5)), (990.0, 3.0, None), (1000.0, 0.0, None), (1000.0, math.nan, None)],
+)
+def test_log_growth(now: float, demand_now: float, expected: float | None) -> None:
+    # docstring: oldest reading (840, 2.0), H = 160 s, D_now 3.0 at 1000: ln 1.5; at 990: None
+    got = log_growth(((840.0, 2.0), (990.0, 2.5)), now, demand_now, 160.0)
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+def test_update_moments() -> None:
+    # docstring: mean 0.1, var 0.01, 1800 s ago, half-life 1800: weight 0.5; sample 0.3:
+    # mean 0.2, variance 0.5 x (0.01 + 0.5 x 0.04) = 0.015
+    assert update_moments((0.1, 0.01, 5, 0.0), 0.3, 1800.0, 1800.0) == pytest.approx((0.2, 0.015, 6, 1800.0))
+    assert update_moments((0.1, 0.01, 5, 1800.0), 0.3, 1800.0, 1800.0) == (0.1, 0.01, 5, 1800.0)  # same now
+    assert update_moments((0.0, 0.0, 0, None), 0.3, 1800.0, 1800.0) == (0.3, 0.0, 1, 1800.0)  # first sample
+
+
+@pytest.mark.parametrize(
+    ("mean", "variance", "samples", "expected"),
+    [
+        (0.05, 0.01, 50, math.exp(0.05 + 2.3263478740408408 * 0.1)),  # docstring: 1.327
+        (0.05, 0.01, 3, math.exp(0.05 + 2.3263478740408408 * COLD_START_SD)),  # docstring: 1.49
+        (-0.5, 0.01, 50, 1.0),  # docstring: a falling demand needs no headroom
+        (0.0, 1.0, 50, 2.0),  # docstring: capped
+        (0.0, 0.0, 50, 1.0),  # smooth traffic: none
+    ],
+)
+def test_headroom_ratio(mean: float, variance: float, samples: int, expected: float) -> None:
+    s = SloState(growth_mean=mean, growth_variance=variance, growth_samples=samples)
+    assert headroom_ratio(s, 0.99, 2.0) == pytest.approx(expected)
+
+
+def test_normal_quantile() -> None:
+    assert normal_quantile(0.99) == pytest.approx(2.326, abs=1e-3) and normal_quantile(0.5) == 0.0
+
+
+def test_track_headroom_docstring_example() -> None:
+    s = SloState(demand_history=((800.0, 1.0), (840.0, 2.0), (990.0, 2.5)))
+    out = track_headroom(s, 3.0, 1000.0, 160.0, 1800.0)
+    assert out.demand_history == ((840.0, 2.0), (990.0, 2.5), (1000.0, 3.0))
+    assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.5)), 1, 1000.0)
+    assert track_headroom(s, 3.0, 995.0, 160.0, 1800.0) is s  # 5 s after the newest: no reading yet
+    assert track_headroom(SloState(), 0.0, 1000.0, 160.0, 1800.0) == SloState()  # nothing to log
+
+
+def run_demand(series: list[float], lead: float = 300.0, tick: float = 15.0) -> SloState:
+    state = SloState()
+    for i, d in enumerate(series):
+        state = track_headroom(state, d, 10_000.0 + i * tick, lead, 1800.0)
+    return state
+
+
+def test_bursty_traffic_gets_headroom_smooth_traffic_little() -> None:
+    smooth = run_demand([10.0] * 400)
+    bursty = run_demand([10.0 if (i // 20) % 2 else 25.0 for i in range(400)])  # 5-minute bursts x2.5
+    assert smooth.growth_samples >= 20 and bursty.growth_samples >= 20
+    assert headroom_ratio(smooth, 0.99, 2.0) == pytest.approx(1.0)
+    assert headroom_ratio(bursty, 0.99, 2.0) > 1.5
+    assert len(bursty.demand_history) <= 18  # bounded: ~16 readings per lead time
+
+
+# --- the signal that bound ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("forecast", "slo", "expected"),
+    [(5.0, 5.5, "slo"), (5.0, 3.0, "forecast"), (4.0, 0.0, "queue")],  # docstring rows
+)
+def test_bound_signal(forecast: float, slo: float, expected: str) -> None:
+    d = Demand(10.0, 8.0, 1.0, 2, None, None, None, "batch", 4.0, 1.0)
+    signal = None
+    if slo:
+        p = PolicyParams()
+        s = assess_slo(p, (slo_pod("a", NOW, 1.0, 1.0),), 1, True, d, SloState(), NOW)
+        assert s is not None
+        signal = s.with_headroom(slo / s.base_replicas, s.state)
+    sizing = Sizing(d, Forecast(0.0, 0.0, forecast), 4.0, 300.0, (), (), (), signal, None)
+    assert bound_signal(sizing) == expected
+    assert bound_signal(Sizing(None, None, 0.0, 300.0, (), (), ())) == "none"  # docstring: no demand
+
+
+# --- persistence ---------------------------------------------------------------------------------
+def test_slo_state_round_trip() -> None:
+    s = SloState(cold_start=H100, capacity_prompt_tokens_per_second=16_500.0,
+                 capacity_generation_tokens_per_second=3_300.0, demand_history=((900.0, 2.0), (950.0, 2.5)),
+                 growth_mean=0.1, growth_variance=0.02, growth_samples=7, growth_updated_at=950.0)
+    assert SloState.from_dict(s.to_dict()) == s
+    assert SloState.from_dict(SloState().to_dict()) == SloState()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"version": 2},
+        {"capacity_prompt_tokens_per_second": -1.0},
+        {"capacity_prompt_tokens_per_second": math.nan},
+        {"capacity_generation_tokens_per_second": None},  # one learned without the other
+        {"cold_start": None},  # learned without a cold start
+        {"cold_start": [1.0]},
+        {"demand_history": [[900.0, 0.0]]},  # a demand that cannot be logged
+        {"demand_history": [[950.0, 1.0], [900.0, 1.0]]},  # out of order
+        {"demand_history": [[950.0]]},
+        {"growth_variance": -0.1},
+        {"growth_samples": -1},
+        {"growth_samples": True},
+        {"growth_mean": "0.1"},
+        {"growth_updated_at": math.inf},
+    ],
+)
+def test_slo_state_rejects_bad_data(change: dict[str, object]) -> None:
+    data = SloState(cold_start=H100, capacity_prompt_tokens_per_second=16_500.0,
+                    capacity_generation_tokens_per_second=3_300.0).to_dict() | change
+    with pytest.raises(ValueError, match="SLO state"):
+        SloState.from_dict(data)
+    with pytest.raises(ValueError):
+        SloState.from_dict("not a mapping")  # type: ignore[arg-type]
