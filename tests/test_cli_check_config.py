@@ -62,7 +62,7 @@ def test_effective_slo_per_target_is_shown_and_overrides_are_marked() -> None:
     assert rows["slo.tpot_seconds"] == ["0.1", "0.05*", "0.1"]
     assert rows["slo.attainment_target"] == ["0.99", "0.99", "0.99"]
     assert rows["slo.ttft_seconds_per_1k_prompt_tokens"] == ["0", "0", "0.25*"]
-    assert rows["capacity_profile"] == ["null", "null", "llama-3-70b/h100*"]
+    assert rows["capacity_profile"] == ["null", "null", "llama-3-8b/a100-80gb*"]
     assert rows["capacity_prompt_tokens_per_second"] == ["null", "null", "12000*"]
     assert rows["capacity_generation_tokens_per_second"] == ["null", "null", "null"]
     assert "slo" not in rows  # the section itself is no row
@@ -79,7 +79,7 @@ def test_effective_slo_in_json() -> None:
     assert qwen["policy"]["slo"] == {"ttft_seconds": 1, "tpot_seconds": 0.05, "attainment_target": 0.99,
                                      "ttft_seconds_per_1k_prompt_tokens": 0}
     assert llama["overrides"] == {"slo": {"ttft_seconds": 4, "ttft_seconds_per_1k_prompt_tokens": 0.25},
-                                  "capacity_profile": "llama-3-70b/h100",
+                                  "capacity_profile": "llama-3-8b/a100-80gb",
                                   "capacity_prompt_tokens_per_second": 12000}
     assert llama["policy"]["slo"] == SloParams(ttft_seconds=4, ttft_seconds_per_1k_prompt_tokens=0.25).model_dump()
     assert llama["policy"]["capacity_generation_tokens_per_second"] is None
@@ -182,12 +182,12 @@ def test_many_targets_fit_100_columns(tmp_path: Path) -> None:
         assert result.stdout.count("effective policy") >= 2  # split over several tables
 
 
-def test_long_profile_names_fold_and_keys_stay_whole(tmp_path: Path) -> None:
-    """`capacity_profile` is the one value that is a name: a long one folds within its column."""
-    names = ["qwen3-8b", "llama-3-70b-instruct", "deepseek-r1-distill"]
-    doc = "defaults:\n  capacity_profile: generic-gpu-row\ntargets:\n" + "".join(
-        f"  - {{namespace: team-{i}, deployment: {n}, capacity_profile: vendor/{n}-on-h100-80gb-sxm}}\n"
-        for i, n in enumerate(names))
+def test_profile_names_fit_and_keys_stay_whole(tmp_path: Path) -> None:
+    """`capacity_profile` is the one value that is a name: every row of the table fits its
+    column at 80 and 100 columns, keys whole; a name not in the table is one error line."""
+    names = ["qwen3-8b/h100", "llama-3-8b/a100-80gb", "qwen3-8b/a100-80gb"]
+    doc = "defaults:\n  capacity_profile: generic\ntargets:\n" + "".join(
+        f"  - {{namespace: team-{i}, deployment: d{i}, capacity_profile: {n}}}\n" for i, n in enumerate(names))
     path = tmp_path / "profiles.yaml"
     path.write_text(doc)
     for columns in (100, 80):
@@ -197,6 +197,10 @@ def test_long_profile_names_fold_and_keys_stay_whole(tmp_path: Path) -> None:
         assert "…" not in result.stdout  # nothing cut: keys whole, values folded
         for path_key in ("slo.ttft_seconds_per_1k_prompt_tokens", "capacity_generation_tokens_per_second"):
             assert f"│ {path_key} " in result.stdout
+    path.write_text("targets:\n  - {namespace: a, deployment: b, capacity_profile: vendor/unknown}\n")
+    result = run(str(path))
+    assert result.exit_code == 2
+    assert "targets[0].capacity_profile = 'vendor/unknown', must be one of generic, llama-3-8b/a100-80gb" in result.output
 
 
 def test_registered_in_the_group() -> None:

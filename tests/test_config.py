@@ -423,7 +423,7 @@ def test_slo_is_merged_key_by_key() -> None:
     assert qwen.overrides() == {"slo": {"tpot_seconds": 0.05}}
     assert llama.overrides() == {
         "slo": {"ttft_seconds": 4.0, "ttft_seconds_per_1k_prompt_tokens": 0.25},
-        "capacity_profile": "llama-3-70b/h100",
+        "capacity_profile": "llama-3-8b/a100-80gb",
         "capacity_prompt_tokens_per_second": 12000.0,
     }
     default = SloParams()
@@ -433,7 +433,7 @@ def test_slo_is_merged_key_by_key() -> None:
     assert ll.slo == SloParams(ttft_seconds=4.0, ttft_seconds_per_1k_prompt_tokens=0.25)
     assert ll.slo.attainment_target == default.attainment_target
     assert (ll.capacity_profile, ll.capacity_prompt_tokens_per_second, ll.capacity_generation_tokens_per_second) == (
-        "llama-3-70b/h100", 12000.0, None)
+        "llama-3-8b/a100-80gb", 12000.0, None)
 
 
 @pytest.mark.parametrize("empty", ["slo:", "slo: {}", "slo: null"])

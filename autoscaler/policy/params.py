@@ -9,7 +9,7 @@ Every key carries its unit in its name. Ranges are inclusive unless written `> x
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from autoscaler.policy.capacity_table import CAPACITY_TABLE
 
@@ -100,13 +100,6 @@ class PolicyParams(BaseModel):
         2.0, ge=1.0, le=10.0, description="The SLO headroom multiplies the SLO replicas by at most this."
     )
 
-    @field_validator("capacity_profile")
-    @classmethod
-    def _known_profile(cls, value: str | None) -> str | None:
-        if value is not None and value not in CAPACITY_TABLE:
-            raise ValueError(f"capacity_profile = {value!r}, must be one of {sorted(CAPACITY_TABLE)}")
-        return value
-
     # --- lead time ----------------------------------------------------------------------------
     model_load_seconds_default: float = Field(
         300.0, ge=0.0, le=86_400.0, description="Scheduled -> ready, until enough pods were observed."
@@ -153,6 +146,10 @@ class PolicyParams(BaseModel):
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> PolicyParams:
+        if self.capacity_profile is not None and self.capacity_profile not in CAPACITY_TABLE:
+            raise ValueError(
+                f"capacity_profile = {self.capacity_profile!r}, must be one of {', '.join(sorted(CAPACITY_TABLE))}"
+            )
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"min_replicas = {self.min_replicas}, must be <= max_replicas ({self.max_replicas})"
