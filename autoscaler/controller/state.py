@@ -1,12 +1,21 @@
 """What of a target's `PolicyState` must survive a restart or a failover, as one JSON entry of
 the state ConfigMap: the scale events the rate limits count (a restart must not forget that a
-pod was removed 15 s ago when one pod per 120 s is allowed) and the learned lead times.
+pod was removed 15 s ago when one pod per 120 s is allowed), the learned lead times and the
+learned SLO capacity with the headroom's growth statistics.
 
 The one place that knows `PolicyState`'s field names for persistence: `to_record` and
-`from_record`. Entries written by earlier versions (version 1: the lead times alone) are read.
+`from_record`. Entries written by earlier versions (version 1: the lead times alone; version 2:
+no SLO state) are read.
 
-    {"version": 2, "lead": {...LeadTimeState.to_dict()...},
-     "scale_up_events": [[t, pods added], ...], "scale_down_events": [[t, pods removed], ...]}
+    {"version": 3, "lead": {...LeadTimeState.to_dict()...},
+     "scale_up_events": [[t, pods added], ...], "scale_down_events": [[t, pods removed], ...],
+     "slo": {...SloState.to_dict(), rounded, without the demand readings...}}
+
+The SLO state is kept rounded to `SLO_DIGITS` significant digits and without its demand
+readings (they span one lead time and are refilled within it): the entry then changes only when
+what was learned moves by about a percent, not every tick, so the ConfigMap is not rewritten
+every tick. Worked example: a learned 15,234.7 prompt tokens/s is kept as 15,200; a headroom
+growth variance of 0.0123456 as 0.0123.
 """
 
 from __future__ import annotations
@@ -18,8 +27,10 @@ from typing import Any
 
 from autoscaler.policy import LeadTimeState, PolicyState
 from autoscaler.policy.time_window import TimeWindow
+from autoscaler.policy.types import SloState
 
-VERSION = 2
+VERSION = 3
+SLO_DIGITS = 3
 MAX_EVENTS = 10_000  # per direction and target: far more than any period holds at one tick a second
 
 
@@ -30,7 +41,26 @@ def to_record(state: PolicyState) -> dict[str, Any]:
         "lead": state.lead.to_dict(),
         "scale_up_events": [[t, n] for t, n in state.scale_up_events],
         "scale_down_events": [[t, n] for t, n in state.scale_down_events],
+        "slo": kept_slo(state.slo).to_dict(),
     }
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.{SLO_DIGITS}g}")
+
+
+def kept_slo(slo: SloState) -> SloState:
+    """What of the SLO state is persisted: rounded, without the demand readings (module docstring)."""
+    cp, cg = slo.capacity_prompt_tokens_per_second, slo.capacity_generation_tokens_per_second
+    return SloState(
+        cold_start=slo.cold_start,
+        capacity_prompt_tokens_per_second=None if cp is None else _round(cp),
+        capacity_generation_tokens_per_second=None if cg is None else _round(cg),
+        growth_mean=_round(slo.growth_mean),
+        growth_variance=_round(slo.growth_variance),
+        growth_samples=slo.growth_samples,
+        growth_updated_at=None,
+    )
 
 
 def from_record(record: Mapping[str, Any], onto: PolicyState | None = None) -> PolicyState:
@@ -43,20 +73,25 @@ def from_record(record: Mapping[str, Any], onto: PolicyState | None = None) -> P
     version = record.get("version")
     ups: tuple[tuple[float, int], ...] = ()
     downs: tuple[tuple[float, int], ...] = ()
+    slo = SloState()
     if version == 1:  # written before the scale events were kept: the lead times alone
         lead = LeadTimeState.from_dict(dict(record))
-    elif version == VERSION:
+    elif version in (2, VERSION):
         lead = LeadTimeState.from_dict(_mapping(record.get("lead"), "lead"))
         ups = _events(record.get("scale_up_events", []), "scale_up_events")
         downs = _events(record.get("scale_down_events", []), "scale_down_events")
+        if version == VERSION:
+            slo = SloState.from_dict(_mapping(record.get("slo"), "slo"))
     else:
         raise ValueError(f"state entry: unknown version {version!r}")
     learned = base.lead.model_load_samples or base.lead.node_provision_samples
+    slo_learned = base.slo.capacity_prompt_tokens_per_second is not None or base.slo.growth_samples > 0
     return replace(
         base,
         scale_up_events=_union(base.scale_up_events, ups),
         scale_down_events=_union(base.scale_down_events, downs),
         lead=base.lead if learned else lead,
+        slo=base.slo if slo_learned else slo,
     )
 
 

@@ -82,6 +82,29 @@ class ControllerMetrics:
         self.config_generation = Gauge(
             "vllm_autoscaler_config_generation", "Generation of the config in force.", registry=r
         )
+        self.signal_replicas = Gauge(
+            "vllm_autoscaler_signal_replicas",
+            "Replicas each signal asked for at the last tick (before stabilisation and limits).",
+            (*TARGET, "signal"), registry=r,
+        )
+        self.slo_objective = Gauge(
+            "vllm_autoscaler_slo_objective_seconds", "The SLO in force: the TTFT bound (length-aware when set) and TPOT.",
+            (*TARGET, "latency"), registry=r,
+        )
+        self.slo_attainment = Gauge(
+            "vllm_autoscaler_slo_attainment_ratio",
+            "Share of the rate window's requests within the SLO, from vLLM's histograms; NaN when unknown.",
+            (*TARGET, "latency"), registry=r,
+        )
+        self.slo_capacity = Gauge(
+            "vllm_autoscaler_slo_capacity_tokens_per_second",
+            "One replica's capacity within the SLO (learned, or the cold start); NaN without SLO data.",
+            (*TARGET, "kind"), registry=r,
+        )
+        self.slo_headroom = Gauge(
+            "vllm_autoscaler_slo_headroom_ratio", "Headroom on the SLO replicas for growth within one lead time.",
+            TARGET, registry=r,
+        )
         self.build_info = Gauge(
             "vllm_autoscaler_build_info", "1, labelled with the controller's version and its Python's.",
             ("version", "python_version"), registry=r,
@@ -102,6 +125,23 @@ class ControllerMetrics:
             self.in_flight.labels(*labels, stage).set(decision.values.pods_in_flight_by_stage.get(stage, 0))
         self.waiting.labels(*labels).set(decision.values.waiting_total)
         self.unhealthy.labels(*labels).set(len(decision.values.unhealthy_pods))
+        self.record_signals(labels, decision)
+
+    def record_signals(self, labels: tuple[str, str], decision: Decision) -> None:
+        """The per-signal replica estimates and the SLO step's values (DecisionValues)."""
+        v = decision.values
+        for signal, replicas in (("queue", v.queue_replicas), ("kv_cache", v.kv_replicas), ("batch", v.batch_replicas),
+                                 ("forecast", v.forecast_replicas), ("slo", v.slo_replicas)):
+            self.signal_replicas.labels(*labels, signal).set(replicas)
+        nan = float("nan")
+        for latency, bound, attained in (("ttft", v.slo_ttft_seconds, v.ttft_attainment),
+                                         ("tpot", v.slo_tpot_seconds, v.tpot_attainment)):
+            self.slo_objective.labels(*labels, latency).set(bound)
+            self.slo_attainment.labels(*labels, latency).set(nan if attained is None else attained)
+        for kind, cap in (("prompt", v.capacity_prompt_tokens_per_second),
+                          ("generation", v.capacity_generation_tokens_per_second)):
+            self.slo_capacity.labels(*labels, kind).set(nan if cap is None else cap)
+        self.slo_headroom.labels(*labels).set(v.headroom_ratio)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler.controller.state import from_record, to_record
 from autoscaler.policy import LeadTimeState, PolicyState
+from autoscaler.policy.types import SloState
 
 LEAD = LeadTimeState(model_load_samples=((100.0, 240.0),), recorded_pods=("qwen-0",))
 STATE = PolicyState(
@@ -23,7 +24,7 @@ STATE = PolicyState(
 
 def test_round_trip_keeps_what_the_limits_and_the_lead_times_need() -> None:
     record = json.loads(json.dumps(to_record(STATE)))  # through JSON, as stored
-    assert record["version"] == 2
+    assert record["version"] == 3
     back = from_record(record)
     assert (back.scale_up_events, back.scale_down_events, back.lead) == (
         STATE.scale_up_events, STATE.scale_down_events, LEAD)
@@ -46,7 +47,9 @@ def test_merged_onto_a_state_in_memory_every_event_counts_once() -> None:
 
 @pytest.mark.parametrize("record", [
     [],
-    {"version": 3},
+    {"version": 4},
+    {"version": 3, "lead": {"version": 1}},  # no slo
+    {"version": 3, "lead": {"version": 1}, "slo": {"version": 1, "capacity_prompt_tokens_per_second": 1.0}},
     {"version": 2, "lead": [], "scale_up_events": [], "scale_down_events": []},
     {"version": 2, "lead": {"version": 1}, "scale_down_events": [[1.0, -1]]},
     {"version": 2, "lead": {"version": 1}, "scale_down_events": [[float("nan"), 1]]},
@@ -58,3 +61,31 @@ def test_merged_onto_a_state_in_memory_every_event_counts_once() -> None:
 def test_a_malformed_entry_is_refused_whole(record: Any) -> None:
     with pytest.raises(ValueError):
         from_record(record)
+
+
+SLO = SloState(cold_start=(15_000.0, 3_000.0), capacity_prompt_tokens_per_second=15_234.7,
+               capacity_generation_tokens_per_second=2_876.54, demand_history=((900.0, 2.5), (960.0, 2.7)),
+               growth_mean=0.0123456, growth_variance=0.0123456, growth_samples=20, growth_updated_at=960.0)
+
+
+def test_the_learned_slo_capacity_survives_rounded_without_its_readings() -> None:
+    # The module docstring's example: 15,234.7 -> 15,200 (3 significant digits), 0.0123456 ->
+    # 0.0123; the demand readings (one lead time of them) are taken again.
+    record = json.loads(json.dumps(to_record(PolicyState(slo=SLO))))
+    back = from_record(record).slo
+    assert (back.capacity_prompt_tokens_per_second, back.capacity_generation_tokens_per_second) == (15_200.0, 2_880.0)
+    assert (back.growth_mean, back.growth_variance, back.growth_samples) == (0.0123, 0.0123, 20)
+    assert back.cold_start == SLO.cold_start and back.demand_history == () and back.growth_updated_at is None
+    # A second tick whose capacity moved by less than the rounding writes the same entry.
+    nudged = SloState(SLO.cold_start, 15_230.0, 2_877.0, SLO.demand_history, 0.01234, 0.012349, 20, 975.0)
+    assert to_record(PolicyState(slo=nudged)) == to_record(PolicyState(slo=SLO))
+
+
+def test_what_this_replica_learned_of_the_slo_wins_and_version_2_starts_cold() -> None:
+    kept = to_record(PolicyState(slo=SLO))
+    mine = SloState(cold_start=(15_000.0, 3_000.0), capacity_prompt_tokens_per_second=9_000.0,
+                    capacity_generation_tokens_per_second=2_000.0)
+    assert from_record(kept, onto=PolicyState(slo=mine)).slo == mine
+    assert from_record(kept, onto=PolicyState()).slo.capacity_prompt_tokens_per_second == 15_200.0
+    v2 = {k: v for k, v in kept.items() if k != "slo"} | {"version": 2}
+    assert from_record(v2).slo == SloState()
