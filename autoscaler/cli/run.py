@@ -129,12 +129,13 @@ def run(
 def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
     """A table of this tick's decisions, on stderr (stdout carries the JSON log lines)."""
     table = Table(title="decisions" + (" (dry run: nothing patched)" if dry_run else ""))
-    for col in ("target", "replicas", "reason", "limit", "queue", "KV", "lead s", "in flight", "action"):
+    for col in ("target", "replicas", "reason", "limit", "queue", "KV", "SLO ttft/tpot", "bound by", "lead s",
+                "in flight", "action"):
         table.add_column(col)
     for o in outcomes:
         d = o.decision
         if d is None:
-            table.add_row(f"{o.namespace}/{o.deployment}", "-", "-", "-", "-", "-", "-", "-", f"error: {o.error}")
+            table.add_row(f"{o.namespace}/{o.deployment}", *["-"] * 9, f"error: {o.error}")
             continue
         v = d.values
         table.add_row(
@@ -144,8 +145,17 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
             d.clamp.value if d.clamp else "",
             f"{v.waiting_total:.0f} waiting ({v.queue_replicas:.1f})",
             f"{v.kv_cache_usage_mean:.2f} ({v.kv_replicas:.1f})",
+            _slo_cell(v.ttft_attainment, v.tpot_attainment, v.slo_replicas),
+            v.bound_signal,
             f"{v.lead_time_seconds:.0f}",
             str(v.pods_in_flight),
             o.action,
         )
-    Console(stderr=True, width=140).print(table)
+    Console(stderr=True, width=160).print(table)
+
+
+def _slo_cell(ttft: float | None, tpot: float | None, replicas: float) -> str:
+    """Shares within the SLO and the SLO's replicas: `0.97/0.99 (5.1)`; `-` for an unknown share."""
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+    return f"{share(ttft)}/{share(tpot)} ({replicas:.1f})"

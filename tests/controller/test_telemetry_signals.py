@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from autoscaler.cli.run import print_outcomes
+from autoscaler.controller.loop import TargetOutcome
 from autoscaler.controller.telemetry import ControllerMetrics
 from autoscaler.policy.types import Decision, DecisionValues, Reason
 
@@ -34,3 +37,12 @@ def test_signals_and_slo_values_are_gauges() -> None:
     assert _samples(m, "vllm_autoscaler_slo_capacity_tokens_per_second") == {
         (("kind", "prompt"),): 15_000.0, (("kind", "generation"),): 3_000.0}
     assert _samples(m, "vllm_autoscaler_slo_headroom_ratio") == {(): 1.4}
+
+
+def test_run_once_table_shows_the_slo(capsys: pytest.CaptureFixture[str]) -> None:
+    values = DecisionValues(ttft_attainment=0.974, tpot_attainment=None, slo_replicas=5.06, bound_signal="slo")
+    print_outcomes([TargetOutcome("llm", "qwen", "dry_run", Decision(6, 4, Reason.SCALE_UP_SLO, values=values)),
+                    TargetOutcome("llm", "gone", "error", error="boom")], dry_run=True)
+    err = capsys.readouterr().err
+    assert "SLO ttft/tpot" in err and "0.97/- (5.1)" in err and "scale_up_slo" in err
+    assert "error: boom" in err
