@@ -28,8 +28,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from autoscaler.policy.types import MetricSample, SampleHealth
 from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
+    HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    QUERIES_PER_FETCH,
     SIGNALS,
     PodMetrics,
     PrometheusBadResponse,
@@ -51,7 +53,7 @@ from tests.prometheus_server import PrometheusServer, ScrapeTarget, render_confi
 from tests.vllm_exporter import VllmExporter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "prometheus_api"
-N_QUERIES = len(SIGNALS)  # HTTP requests per fetch()
+N_QUERIES = QUERIES_PER_FETCH  # HTTP requests per fetch()
 
 
 def load(name: str) -> Any:
@@ -262,7 +264,8 @@ def test_build_queries_exact_text() -> None:
         f" or label_replace(min by (namespace, pod) (max by ({by}) (timestamp({sel_c}))),"
         f' "vqa_field", "timestamp", "", "")'
     )
-    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed"}
+    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed", "prompt_tokens", "generation_tokens",
+                      "ttft", "tpot", "queue_time"}
     assert "vllm:num_requests_running{" in q["running"] and "vllm:gpu_cache_usage_perc{" in q["kv_legacy"]
     assert "[5s]" in build_queries(["a"], rate_window_seconds=5)["completed"]
 
@@ -623,11 +626,12 @@ def tagged(ns: str, pod: str, value: str, ts: float) -> list[tuple[dict[str, str
 
 def responder_for(answers: dict[str, list[tuple[dict[str, str], str]]]) -> Callable[[str], Reply]:
     """Answer each signal query by the metric name it contains."""
-    metrics = {metric: key for key, (metric, _) in SIGNALS.items()}
+    metrics = {metric + "{": key for key, (metric, _) in SIGNALS.items()}
+    metrics.update({families[0] + "_bucket{": key for key, families in HISTOGRAMS.items()})
 
     def respond(query: str) -> Reply:
         for metric, key in metrics.items():
-            if metric + "{" in query:
+            if metric in query:
                 return 200, json.dumps(vector(*answers.get(key, []), ts=1700000099.0)).encode()
         return err(400, "bad_data", f"unexpected query {query}")
 

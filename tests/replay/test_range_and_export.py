@@ -49,7 +49,8 @@ def test_parse_matrix_is_strict() -> None:
 def test_target_queries_restrict_to_the_pods() -> None:
     q = build_target_queries("llm", deployment_pod_regex("qwen.v2"))
     assert 'pod=~"qwen\\\\.v2-[a-z0-9]{1,10}-[a-z0-9]{5}"' in q["waiting"]
-    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed"}
+    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed", "prompt_tokens", "generation_tokens", "ttft",
+                      "tpot", "queue_time"}
 
 
 def _signal(pod: str, value: float, ts: float, times: list[float]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:

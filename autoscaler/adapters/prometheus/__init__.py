@@ -95,6 +95,7 @@ from autoscaler.adapters.prometheus.queries import (
     WAITING_METRIC,
     build_queries,
     build_target_queries,
+    histogram_from_buckets,
 )
 
 __all__ = [
@@ -129,4 +130,5 @@ __all__ = [
     "parse_matrix",
     "split_range",
     "build_target_queries",
+    "histogram_from_buckets",
 ]

@@ -225,6 +225,15 @@ def _buckets_of(raw: list[tuple[str | None, float]]) -> tuple[tuple[float, ...],
     return bounds, tuple(by_bound[b] for b in bounds)
 
 
+def histogram_from_buckets(
+    buckets: list[tuple[str | None, float]], timestamp: float
+) -> LatencyHistogram | None:
+    """The histogram of one pod's (le, rate) bucket series at one instant, or None when they
+    cannot be one (see `_buckets_of`). Shared by `fetch()` and `autoscaler record`."""
+    parsed = _buckets_of(buckets)
+    return None if parsed is None else LatencyHistogram(parsed[0], parsed[1], timestamp)
+
+
 def _pod_key(labels: dict[str, str]) -> tuple[str, str] | None:
     ns, pod = labels.get("namespace", ""), labels.get("pod", "")
     return (ns, pod) if ns and pod else None
@@ -266,11 +275,11 @@ def _per_pod_histograms(samples: list[Sample], what: str) -> dict[tuple[str, str
         stamp = stamps.get(key)
         if stamp is None:
             continue
-        parsed = _buckets_of(raw)
-        if parsed is None:
+        histogram = histogram_from_buckets(raw, stamp)
+        if histogram is None:
             malformed += 1
             continue
-        out[key] = LatencyHistogram(parsed[0], parsed[1], stamp)
+        out[key] = histogram
     if malformed:
         _LOG.warning("%s: %d pods whose buckets are no histogram (bad le, no +Inf, over %d buckets): absent",
                      what, malformed, MAX_HISTOGRAM_BUCKETS)
