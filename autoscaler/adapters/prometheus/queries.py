@@ -207,7 +207,7 @@ def _parse_le(raw: str | None) -> float | None:
     return bound if bound >= 0 else None
 
 
-def _buckets_of(raw: list[tuple[str | None, float]]) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+def _buckets_of(raw: Sequence[tuple[str | None, float]]) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
     """Bounds (ascending, ending at +Inf) and cumulative rates of one pod's bucket series, or
     None when they cannot be a histogram: an `le` that is no bound, too many buckets, no +Inf.
     Two spellings of one bound ("1" and "1.0", from two engines) add up, as engines do."""
@@ -226,7 +226,7 @@ def _buckets_of(raw: list[tuple[str | None, float]]) -> tuple[tuple[float, ...],
 
 
 def histogram_from_buckets(
-    buckets: list[tuple[str | None, float]], timestamp: float
+    buckets: Sequence[tuple[str | None, float]], timestamp: float
 ) -> LatencyHistogram | None:
     """The histogram of one pod's (le, rate) bucket series at one instant, or None when they
     cannot be one (see `_buckets_of`). Shared by `fetch()` and `autoscaler record`."""
