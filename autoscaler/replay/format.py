@@ -477,7 +477,7 @@ def decode_header(doc: Any, source: str) -> Header:
     if doc.get("format") != FORMAT_NAME:
         raise RecordingError(f"{source}: not a {FORMAT_NAME} file (format={doc.get('format')!r})")
     version = doc.get("version")
-    if type(version) is not int or version not in READ_VERSIONS:
+    if isinstance(version, bool) or version not in READ_VERSIONS:  # 1.0 was read as 1 before version 2
         raise RecordingError(
             f"{source}: {FORMAT_NAME} version {version!r} is not supported (this autoscaler reads versions "
             f"{', '.join(map(str, READ_VERSIONS))})"
@@ -507,7 +507,7 @@ def decode_header(doc: Any, source: str) -> Header:
         start=_time(doc.get("start"), f"{source} header start"),
         end=_time(doc.get("end"), f"{source} header end"),
         metadata=metadata,
-        version=version,
+        version=int(version),
     )
 
 
