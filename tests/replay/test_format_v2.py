@@ -162,3 +162,39 @@ def test_bounds_are_shared_between_steps(tmp_path: Path) -> None:
     rec = read_recording(_write_lines(tmp_path / "r.jsonl.gz", 2, lines))
     hists = [h for s in rec.steps for h in (s.pods[0].ttft, s.pods[0].tpot)]
     assert all(h is not None and h.upper_bounds is hists[0].upper_bounds for h in hists)  # type: ignore[union-attr]
+
+
+def _hostile_histograms() -> Any:
+    from tests.hardening.test_fuzz_readers import JSON_SCALARS, NUMBERS
+
+    from hypothesis import strategies as st
+
+    rates = st.lists(st.one_of(NUMBERS, JSON_SCALARS), max_size=5)
+    histogram = st.one_of(st.none(), JSON_SCALARS, st.tuples(rates, rates, st.one_of(NUMBERS, JSON_SCALARS)).map(list),
+                          st.lists(JSON_SCALARS, max_size=4))
+    sample = st.one_of(st.none(), st.tuples(st.one_of(NUMBERS, JSON_SCALARS), NUMBERS).map(list))
+    return st.tuples(sample, sample, histogram, histogram, histogram).map(list)
+
+
+def test_hostile_slo_fields_read_or_fail_with_one_line(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(slo=_hostile_histograms())
+    def check(slo: list[Any]) -> None:
+        path = _write_lines(tmp_path_factory.mktemp("fuzz") / "r.jsonl.gz", 2,
+                            [{"t": 100.0, "pods": [V1 + slo]}])
+        try:
+            rec = read_recording(path)
+        except RecordingError as exc:
+            assert "\n" not in str(exc)
+            return
+        pod = rec.steps[0].pods[0]
+        for h in (pod.ttft, pod.tpot, pod.queue_time):
+            if h is not None:
+                assert h.upper_bounds[-1] == INF and len(h.upper_bounds) == len(h.cumulative_per_second) <= MAX_BUCKETS
+                assert all(0 <= b <= 1e9 for b in h.upper_bounds[:-1]) and 0 <= h.timestamp <= 253402300799
+                assert all(r != r or 0 <= r <= 1e15 for r in h.cumulative_per_second)
+                assert h.health(h.timestamp, 1.0) in (SampleHealth.FRESH, SampleHealth.NAN)
+
+    check()
