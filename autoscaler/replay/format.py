@@ -562,45 +562,41 @@ def _interned(pair: Any, get: Callable[[Any], MetricSample | None], cache: dict[
 
 
 class _NotFast(Exception):
-    """A pod entry `_fast_slo_pod` leaves to `decode_step`."""
+    """A version 2 pod entry the fast path leaves to `decode_step`."""
+
+
+_FLOAT_TYPE: Final = {float}
 
 
 def _fast_histogram(raw: Any, bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> LatencyHistogram | None:
-    """The histogram of a well-formed `[bounds, rates, timestamp]` (bounds interned: they repeat
-    every step), else `_NotFast`."""
+    """The histogram of a well-formed `[bounds, rates, timestamp]` of floats (the bounds interned:
+    they repeat every step), else `_NotFast`."""
     if raw is None:
         return None
     b, r, ts = raw
+    if set(map(type, b + r)) != _FLOAT_TYPE or type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
+        raise _NotFast
     key = tuple(b)
     bounds = bounds_cache.get(key)
     if bounds is None:
-        if not all(type(x) is float for x in key) or len(key) >= MAX_BUCKETS or not (
-                not key or 0.0 <= key[0] and key[-1] <= MAX_LE) or any(y <= x for x, y in zip(key, key[1:])):
+        if len(key) >= MAX_BUCKETS or not (not key or 0.0 <= key[0] and key[-1] <= MAX_LE) or any(
+                y <= x for x, y in zip(key, key[1:])):
             raise _NotFast
         bounds = bounds_cache[key] = (*key, math.inf)
     rates = tuple(r)
-    if len(rates) != len(bounds) or set(map(type, rates)) != {float} or not (
-            0.0 <= min(rates) and max(rates) <= MAX_VALUE) or type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
+    if len(rates) != len(bounds) or not (0.0 <= min(rates) and max(rates) <= MAX_VALUE):
         raise _NotFast
     return LatencyHistogram(bounds, rates, ts)
 
 
-def _fast_slo_pod(p: list[Any], get: Callable[[Any], MetricSample | None], cache: dict[Any, MetricSample],
-                  bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> RecordedPod:
-    """A version 2 pod of 16 fields: its version 1 fields through `_fast_step` (as a one-pod
-    step), the rest here. `_NotFast` (or KeyError, TypeError, ValueError) for anything unusual."""
-    if len(p) != 16:
-        raise _NotFast
-    inner = _fast_step({"t": 0.0, "pods": [p[:11]]}, b"", cache)
-    if inner is None:
-        raise _NotFast
-    pt, gt, ttft, tpot, qt = p[11:]
-    return _new_tuple(RecordedPod, (
-        *inner.pods[0][:11],
-        None if pt is None else _interned(pt, get, cache),
-        None if gt is None else _interned(gt, get, cache),
-        _fast_histogram(ttft, bounds_cache), _fast_histogram(tpot, bounds_cache), _fast_histogram(qt, bounds_cache),
-    ))
+def _fast_slo(p: list[Any], get: Callable[[Any], MetricSample | None], cache: dict[Any, MetricSample],
+              bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> tuple[Any, ...]:
+    """The 5 SLO fields of a version 2 pod of 16 fields; `_NotFast` (or KeyError, TypeError,
+    ValueError) for anything unusual."""
+    _, _, _, _, _, _, _, _, _, _, _, pt, gt, ttft, tpot, qt = p
+    return (None if pt is None else _interned(pt, get, cache), None if gt is None else _interned(gt, get, cache),
+            _fast_histogram(ttft, bounds_cache), _fast_histogram(tpot, bounds_cache),
+            _fast_histogram(qt, bounds_cache))
 
 
 def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
@@ -626,11 +622,12 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
         max_ts = MAX_TIMESTAMP
         pods: list[RecordedPod] = []
         for p in pods_raw:
+            slo = None
             if len(p) != 11:  # a version 2 pod with its SLO fields
                 if version < 2 or bounds_cache is None:
                     return None
-                pods.append(_fast_slo_pod(p, get, cache, bounds_cache))
-                continue
+                slo = _fast_slo(p, get, cache, bounds_cache)
+                p = p[:11]
             name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
             if (
                 type(name) is not str
@@ -660,8 +657,12 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                 ready_at = float(ready_at)
                 if not 0.0 <= ready_at <= max_ts:
                     return None
-            pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
-                                                 ready_at, None, None, None, None, None)))
+            if slo is None:
+                pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
+                                                     ready_at, None, None, None, None, None)))
+            else:
+                pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
+                                                     ready_at) + slo))
         demand_raw = doc.get("demand") or {}
         if type(demand_raw) is not dict:
             return None
