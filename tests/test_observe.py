@@ -61,3 +61,18 @@ def test_prometheus_unreadable_makes_every_ready_pod_absent() -> None:
     obs = build_observation(snap, dep, None)
     assert all(p.waiting is None and p.kv_cache_usage is None for p in obs.ready_pods)
     assert not any(isinstance(p.waiting, MetricSample) and math.isnan(p.waiting.value) for p in obs.ready_pods)
+
+
+def test_ready_pods_get_the_slo_signals() -> None:
+    from autoscaler.policy.types import LatencyHistogram
+
+    snap, dep = snapshot()
+    hist = LatencyHistogram((0.5, math.inf), (2.0, 4.0), NOW)
+    m = PodMetrics(waiting=None, running=None, kv_cache_usage=None, kv_metric_name=None,
+                   prompt_tokens_per_second=MetricSample(888.0, NOW), generation_tokens_per_second=MetricSample(5730.0, NOW),
+                   ttft=hist, tpot=hist, queue_time=None)
+    a, b = build_observation(snap, dep, {("llm", "qwen-a"): m}).ready_pods
+    assert a.prompt_tokens_per_second == MetricSample(888.0, NOW)
+    assert a.generation_tokens_per_second == MetricSample(5730.0, NOW)
+    assert (a.ttft, a.tpot, a.queue_time) == (hist, hist, None)
+    assert (b.prompt_tokens_per_second, b.generation_tokens_per_second, b.ttft, b.tpot, b.queue_time) == (None,) * 5

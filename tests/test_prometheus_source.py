@@ -28,8 +28,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from autoscaler.policy.types import MetricSample, SampleHealth
 from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
+    HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    QUERIES_PER_FETCH,
     SIGNALS,
     PodMetrics,
     PrometheusBadResponse,
@@ -48,10 +50,17 @@ from tests.conftest_prometheus import (  # noqa: F401 - fixtures
     vllm_exporter,
 )
 from tests.prometheus_server import PrometheusServer, ScrapeTarget, render_config
-from tests.vllm_exporter import VllmExporter
+from tests.vllm_exporter import (
+    GENERATION_TOKENS_PER_REQUEST,
+    HISTOGRAM_SPECS,
+    PROMPT_TOKENS_PER_REQUEST,
+    TPOT_OLD,
+    TTFT,
+    VllmExporter,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "prometheus_api"
-N_QUERIES = len(SIGNALS)  # HTTP requests per fetch()
+N_QUERIES = QUERIES_PER_FETCH  # HTTP requests per fetch()
 
 
 def load(name: str) -> Any:
@@ -262,7 +271,8 @@ def test_build_queries_exact_text() -> None:
         f" or label_replace(min by (namespace, pod) (max by ({by}) (timestamp({sel_c}))),"
         f' "vqa_field", "timestamp", "", "")'
     )
-    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed"}
+    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed", "prompt_tokens", "generation_tokens",
+                      "ttft", "tpot", "queue_time"}
     assert "vllm:num_requests_running{" in q["running"] and "vllm:gpu_cache_usage_perc{" in q["kv_legacy"]
     assert "[5s]" in build_queries(["a"], rate_window_seconds=5)["completed"]
 
@@ -623,11 +633,12 @@ def tagged(ns: str, pod: str, value: str, ts: float) -> list[tuple[dict[str, str
 
 def responder_for(answers: dict[str, list[tuple[dict[str, str], str]]]) -> Callable[[str], Reply]:
     """Answer each signal query by the metric name it contains."""
-    metrics = {metric: key for key, (metric, _) in SIGNALS.items()}
+    metrics = {metric + "{": key for key, (metric, _) in SIGNALS.items()}
+    metrics.update({families[0] + "_bucket{": key for key, families in HISTOGRAMS.items()})
 
     def respond(query: str) -> Reply:
         for metric, key in metrics.items():
-            if metric + "{" in query:
+            if metric in query:
                 return 200, json.dumps(vector(*answers.get(key, []), ts=1700000099.0)).encode()
         return err(400, "bad_data", f"unexpected query {query}")
 
@@ -795,6 +806,7 @@ REGEX_NS = "ns.*"
 DECOY_NS = "ns-decoy"  # would match an unescaped "ns.*"
 COUNT_NS = "count"
 COUNT_SLOTS = [(COUNT_NS, f"slot-{i}") for i in range(8)]
+SLO_NS = "slo"
 
 
 @dataclass
@@ -835,6 +847,10 @@ def stack(prometheus_binary: str, tmp_path_factory: pytest.TempPathFactory) -> I
         exporter.set(HOSTILE_NS, "evil-0", waiting=11)
         exporter.set(REGEX_NS, "regex-0", waiting=12)
         exporter.set(DECOY_NS, "decoy-0", waiting=13)
+        # the SLO signals: vLLM 0.11 (both TPOT histograms; bounds written "1.000000e+00"), and a
+        # pod without token counters and histograms
+        exporter.set(SLO_NS, "v11-0", version="0.11.0", waiting=1, completed=4, le_format="exp")
+        exporter.set(SLO_NS, "bare-0", waiting=2, completed=1, slo_metrics=False)
         targets = (
             exporter.targets()
             # the same pod scraped by a second job: duplicated series must not double the sum
@@ -900,6 +916,50 @@ def test_completed_per_second_from_the_counter(stack: Stack) -> None:
     assert c0 is not None and c0.value == pytest.approx(6.0, rel=0.1)  # 2 engines summed, dup job ignored
     assert c1 is not None and c1.value == pytest.approx(2.0, rel=0.1)  # no engine label
     assert now - 5 <= c0.timestamp <= now and c0.health(now, 10) is SampleHealth.FRESH
+
+
+@pytest.mark.integration
+def test_slo_signals_from_real_prometheus(stack: Stack) -> None:
+    """Token rates and latency histograms per pod through a real Prometheus: engines summed,
+    duplicated jobs ignored, each version's TPOT family and bucket bounds, none for a pod
+    without them."""
+    window = 3
+    expected = {"llama-0": 6.0, "llama-1": 2.0, "v11-0": 4.0}
+    stack.prometheus.wait_for_series(
+        f'sum by (pod) (rate(vllm:time_to_first_token_seconds_count{{job="vllm"}}[{window}s]))',
+        lambda r: all(any(x["metric"].get("pod") == p and float(x["value"][1]) > 0.9 * v for x in r)
+                      for p, v in expected.items()),
+        timeout=15,
+    )
+    out = PrometheusSource(stack.prometheus.url, rate_window_seconds=window).fetch(["team-a", SLO_NS])
+    now = time.time()
+    for pod, rate in expected.items():
+        m = out[(SLO_NS if pod == "v11-0" else "team-a", pod)]
+        assert m.prompt_tokens_per_second is not None and m.generation_tokens_per_second is not None, pod
+        assert m.prompt_tokens_per_second.value == pytest.approx(PROMPT_TOKENS_PER_REQUEST * rate, rel=0.1)
+        assert m.generation_tokens_per_second.value == pytest.approx(GENERATION_TOKENS_PER_REQUEST * rate, rel=0.1)
+        assert m.prompt_tokens_per_second.health(now, 10) is SampleHealth.FRESH
+        for hist in (m.ttft, m.tpot, m.queue_time):
+            assert hist is not None and hist.health(now, 10) is SampleHealth.FRESH, (pod, hist)
+        assert m.ttft is not None and m.ttft.count_per_second == pytest.approx(rate, rel=0.1)
+        assert m.ttft.fraction_within(0.04) == pytest.approx(0.5)  # TTFT 0.03 s and 0.07 s, equal shares
+        assert m.queue_time is not None and m.queue_time.fraction_within(1.0) == pytest.approx(0.75)
+    llama0, llama1, v11 = out[("team-a", "llama-0")], out[("team-a", "llama-1")], out[(SLO_NS, "v11-0")]
+    assert llama0.ttft is not None and llama0.ttft.upper_bounds == (*HISTOGRAM_SPECS[TTFT][2], math.inf)
+    assert v11.ttft is not None and v11.ttft.upper_bounds == llama0.ttft.upper_bounds  # "4.000000e-02" read
+    # per-request TPOT where vLLM has it (0.11 exports both: the per-request one wins)...
+    for m, rate in ((llama0, 6.0), (v11, 4.0)):
+        assert m.tpot is not None and m.tpot.count_per_second == pytest.approx(rate, rel=0.1)
+        assert m.tpot.fraction_within(0.05) == 1.0
+    # ...else the per-token histogram of vLLM < 0.11 (0.7.3: its own bucket bounds)
+    assert llama1.tpot is not None and llama1.tpot.upper_bounds == (*HISTOGRAM_SPECS[TPOT_OLD][1], math.inf)
+    assert llama1.tpot.count_per_second == pytest.approx(GENERATION_TOKENS_PER_REQUEST * 2.0, rel=0.1)
+    assert llama1.tpot.fraction_within(0.05) == pytest.approx(0.5)
+    assert llama1.ttft is not None and len(llama1.ttft.upper_bounds) == 17
+    bare = out[(SLO_NS, "bare-0")]
+    assert bare.waiting is not None and bare.completed_per_second is not None
+    assert (bare.prompt_tokens_per_second, bare.generation_tokens_per_second, bare.ttft, bare.tpot,
+            bare.queue_time) == (None,) * 5  # absent, never zero
 
 
 @pytest.mark.integration
@@ -977,13 +1037,15 @@ def test_query_count_is_constant(stack: Stack, monkeypatch: pytest.MonkeyPatch) 
         return stack.prometheus.self_metric("prometheus_http_requests_total", handler)
 
     try:
-        for n_pods in (1, len(COUNT_SLOTS) - 1):
+        # 1 target (namespace) with 1 pod, then 50 targets, 7 pods with every SLO signal
+        for n_pods, others in ((1, []), (len(COUNT_SLOTS) - 1, ["team-a", "team-b", SLO_NS] + [f"t{i}" for i in range(46)])):
             for ns, pod in COUNT_SLOTS[:n_pods]:
-                stack.exporter.set(ns, pod, waiting=1, running=1, kv=0.1)
+                stack.exporter.set(ns, pod, waiting=1, running=1, kv=0.1, completed=1)
             wait_for_pods(stack.prometheus, f'namespace="{COUNT_NS}"', n_pods, timeout=10)
             sent.clear()
             before = server_count()
-            out = source.fetch([COUNT_NS, "team-a", "team-b", "nonexistent"])
+            out = source.fetch([COUNT_NS, *others])
+            assert len({COUNT_NS, *others}) == 1 + len(others) in (1, 50)
             assert sum(1 for ns, _ in out if ns == COUNT_NS) == n_pods
             assert len(sent) == N_QUERIES, sent
             deadline = time.monotonic() + 5  # the server counts after answering

@@ -14,7 +14,7 @@ import yaml
 from autoscaler.config import ConfigWatcher
 from autoscaler.adapters.kubernetes import PER_NAMESPACE_LIST_LIMIT, KubeClient
 from autoscaler.controller.loop import Controller
-from autoscaler.adapters.prometheus import SIGNALS
+from autoscaler.adapters.prometheus import QUERIES_PER_FETCH
 from tests.kube_api_server import KubeApiServer, deployment, node, pod
 from tests.security.stub_prometheus import StubPrometheus
 
@@ -70,7 +70,7 @@ def test_queries_and_list_calls_do_not_grow_with_the_targets(tmp_path: Path, nam
             counts[deployments] = _tick_counts(server, kubeconfig, tmp_path, deployments, namespaces)
     assert counts[20] == counts[200], counts
     queries, lists, everything = counts[200]
-    assert queries == len(SIGNALS)
+    assert queries == QUERIES_PER_FETCH
     # nodes + pods cluster-wide; Deployments and HPAs per namespace up to the limit, else cluster-wide
     scopes = namespaces if namespaces <= PER_NAMESPACE_LIST_LIMIT else 1
     assert lists == 2 + 2 * scopes

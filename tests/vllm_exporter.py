@@ -10,7 +10,10 @@ texts; the V0/0.7 `/metrics` sample from the AIBrix docs for the old layout):
   (vLLM >= 0.9.2) and/or `vllm:gpu_cache_usage_perc` (<= 0.11, removed in 0.12),
 * counters `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`,
   `vllm:request_success_total{finished_reason}` (with their `_created` series),
-* the histogram `vllm:time_to_first_token_seconds`, and `vllm:cache_config_info`,
+* the histograms `vllm:time_to_first_token_seconds`, `vllm:request_queue_time_seconds`, and by
+  version `vllm:request_time_per_output_token_seconds` (>= 0.11, per request) and/or
+  `vllm:time_per_output_token_seconds` (< 0.16, per output token), with each version's bucket
+  bounds (vllm_metric_definitions_by_version.csv), and `vllm:cache_config_info`,
 
 labelled `model_name` and, from vLLM 0.8, `engine` (one series per data-parallel engine).
 
@@ -19,6 +22,7 @@ labelled `model_name` and, from vLLM 0.8, `engine` (one series per data-parallel
         exp.set("ns", "pod-b", version="0.7.3")      # no engine label, old KV name
         exp.set("ns", "pod-c", nan=True)             # every gauge NaN
         exp.set("ns", "pod-d", status=500)           # scrape fails
+        exp.set("ns", "pod-e", slo_metrics=False)    # no token counters, no latency histograms
         exp.remove("ns", "pod-a")                    # 404 from now on
 
 Only stdlib; binds 127.0.0.1 on an ephemeral port.
@@ -43,17 +47,41 @@ Values = Number | Sequence[Number]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
-# version -> (kv_metric, engine_label); from vllm_metric_presence_matrix.csv
-VERSIONS: dict[str, tuple[KvMetric, bool]] = {
-    "0.7.3": ("old", False),  # V1 without engine label, gpu_cache_usage_perc only
-    "0.8.5": ("old", True),  # engine label added in 0.8.x
-    "0.9.2": ("both", True),  # kv_cache_usage_perc added, old name DEPRECATED
-    "0.10.1": ("both", True),
-    "0.11.0": ("new", True),  # old name hidden (only with --show-hidden-metrics-for-version)
-    "0.12.0": ("new", True),  # old name removed
+TPOT_NEW = "vllm:request_time_per_output_token_seconds"
+TPOT_OLD = "vllm:time_per_output_token_seconds"
+TTFT = "vllm:time_to_first_token_seconds"
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+
+# version -> (kv_metric, engine_label, TPOT histograms); from vllm_metric_presence_matrix.csv
+VERSIONS: dict[str, tuple[KvMetric, bool, tuple[str, ...]]] = {
+    "0.7.3": ("old", False, (TPOT_OLD,)),  # V1 without engine label, gpu_cache_usage_perc only
+    "0.8.5": ("old", True, (TPOT_OLD,)),  # engine label added in 0.8.x
+    "0.9.2": ("both", True, (TPOT_OLD,)),  # kv_cache_usage_perc added, old name DEPRECATED
+    "0.10.1": ("both", True, (TPOT_OLD,)),
+    "0.11.0": ("new", True, (TPOT_NEW, TPOT_OLD)),  # old KV name hidden; per-request TPOT added
+    "0.12.0": ("new", True, (TPOT_NEW,)),  # old KV name removed; old TPOT hidden
 }
 
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+_TTFT_BUCKETS_OLD = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+_TTFT_BUCKETS = (*_TTFT_BUCKETS_OLD, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # from 0.9.x
+_TPOT_BUCKETS_OLD = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+_TPOT_BUCKETS = (*_TPOT_BUCKETS_OLD, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+_REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                            120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+# histogram -> (HELP, bounds of 0.7.3, bounds of later versions)
+HISTOGRAM_SPECS: dict[str, tuple[str, tuple[float, ...], tuple[float, ...]]] = {
+    TTFT: ("Histogram of time to first token in seconds.", _TTFT_BUCKETS_OLD, _TTFT_BUCKETS),
+    TPOT_NEW: ("Histogram of time_per_output_token_seconds per request.", _TPOT_BUCKETS, _TPOT_BUCKETS),
+    TPOT_OLD: ("Histogram of time per output token in seconds.", _TPOT_BUCKETS_OLD, _TPOT_BUCKETS),
+    QUEUE_TIME: ("Histogram of time spent in WAITING phase for request.", _REQUEST_LATENCY_BUCKETS,
+                 _REQUEST_LATENCY_BUCKETS),
+}
+# default latencies: each finished request observes these values, in equal shares
+DEFAULT_LATENCIES: dict[str, tuple[float, ...]] = {
+    TTFT: (0.03, 0.07), TPOT_NEW: (0.04,), TPOT_OLD: (0.04, 0.12), QUEUE_TIME: (0.2, 0.4, 0.9, 3.0),
+}
+PROMPT_TOKENS_PER_REQUEST = 148.0
+GENERATION_TOKENS_PER_REQUEST = 955.0
 
 
 def go_float(value: float) -> str:
@@ -97,6 +125,11 @@ class PodState:
     status: int = 200
     timestamp_ms: int | None = None  # explicit sample timestamp on every line (stale data)
     model_name: str = DEFAULT_MODEL
+    slo_metrics: bool = True  # token counters and latency histograms
+    tpot_families: tuple[str, ...] = (TPOT_NEW,)
+    old_buckets: bool = False  # 0.7.x bucket bounds
+    latencies: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(DEFAULT_LATENCIES))
+    le_format: str = "repr"  # "repr" ("1.0", as prometheus_client), "exp" ("1.000000e+00"), "g" ("1")
     created: float = field(default_factory=time.time)
     scrapes: int = 0
 
@@ -212,6 +245,9 @@ class VllmExporter:
         timestamp: float | None = None,
         clear_timestamp: bool = False,
         model_name: str | None = None,
+        slo_metrics: bool | None = None,
+        latencies: dict[str, tuple[float, ...]] | None = None,
+        le_format: str | None = None,
     ) -> PodState:
         """Create or update a pod; only the given fields change.
 
@@ -221,7 +257,9 @@ class VllmExporter:
         linearly with wall time at that rate (setting it restarts them: a counter reset).
         `version` picks `kv_metric` and `engine_label` from VERSIONS. `timestamp` (Unix
         seconds) is written on every sample line, so Prometheus stores that time instead of
-        the scrape time.
+        the scrape time. `slo_metrics=False` drops the token counters and latency histograms;
+        `latencies` sets, per histogram name, the values each finished request observes (equal
+        shares); `le_format` how bucket bounds are written.
         """
         key = (namespace, pod)
         with self._lock:
@@ -229,7 +267,14 @@ class VllmExporter:
             if state is None:
                 state = PodState(namespace=namespace, pod=pod)
             if version is not None:
-                state.kv_metric, state.engine_label = VERSIONS[version]
+                state.kv_metric, state.engine_label, state.tpot_families = VERSIONS[version]
+                state.old_buckets = version == "0.7.3"
+            if slo_metrics is not None:
+                state.slo_metrics = slo_metrics
+            if latencies is not None:
+                state.latencies = {**state.latencies, **latencies}
+            if le_format is not None:
+                state.le_format = le_format
             if engines is not None:
                 state.engines = engines
             if completed is not None:
@@ -310,6 +355,34 @@ class VllmExporter:
             return 200, _render(state), CONTENT_TYPE
 
 
+def format_le(bound: float, style: str) -> str:
+    """A bucket bound as an exporter writes it: prometheus_client's "1.0", or "1.000000e+00", "1"."""
+    if math.isinf(bound):
+        return "+Inf"
+    if style == "exp":
+        return f"{bound:e}"
+    if style == "g":
+        return f"{bound:g}"
+    return go_float(bound)
+
+
+def _histogram(s: PodState, name: str, counts: list[float], labels: Any, ts: str) -> list[str]:
+    """The exposition lines of one histogram: per engine, `counts[engine]` observations shared
+    equally among `s.latencies[name]`."""
+    help_text, old, new = HISTOGRAM_SPECS[name]
+    bounds = (*(old if s.old_buckets else new), math.inf)
+    values = s.latencies[name]
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+    for e, count in enumerate(counts):
+        for le in bounds:
+            within = count * sum(1 for v in values if v <= le) / len(values)
+            le_label = f'le="{format_le(le, s.le_format)}"'
+            lines.append(f"{name}_bucket{labels(e, le_label)} {go_float(within)}{ts}")
+        lines.append(f"{name}_count{labels(e)} {go_float(count)}{ts}")
+        lines.append(f"{name}_sum{labels(e)} {go_float(count * sum(values) / len(values))}{ts}")
+    return lines
+
+
 def _render(s: PodState) -> str:
     n = s.engines
     waiting = _split_sum(s.waiting, n)
@@ -365,8 +438,11 @@ def _render(s: PodState) -> str:
     elapsed = max(0.0, at - s.created)
     finished = [c * elapsed for c in _split_sum(s.completed, n)]
     engines = range(n)
-    counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [148.0 * f for f in finished])
-    counter("vllm:generation_tokens", "Number of generation tokens processed.", [955.0 * f for f in finished])
+    if s.slo_metrics:
+        counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+                [PROMPT_TOKENS_PER_REQUEST * f for f in finished])
+        counter("vllm:generation_tokens", "Number of generation tokens processed.",
+                [GENERATION_TOKENS_PER_REQUEST * f for f in finished])
     lines.append("# HELP vllm:request_success_total Count of successfully processed requests.")
     lines.append("# TYPE vllm:request_success_total counter")
     for reason, share in (("stop", 0.75), ("length", 0.25), ("abort", 0.0)):
@@ -380,17 +456,9 @@ def _render(s: PodState) -> str:
             extra = f'finished_reason="{reason}"'
             lines.append(f"vllm:request_success_created{labels(e, extra)} {go_float(s.created)}{ts}")
 
-    name = "vllm:time_to_first_token_seconds"
-    lines.append(f"# HELP {name} Histogram of time to first token in seconds.")
-    lines.append(f"# TYPE {name} histogram")
-    for e in engines:
-        count = finished[e]
-        for le in _TTFT_BUCKETS:
-            in_bucket = count if le >= 0.08 else (count / 2 if le >= 0.02 else 0.0)
-            le_label = f'le="{go_float(le)}"'
-            lines.append(f"{name}_bucket{labels(e, le_label)} {go_float(in_bucket)}{ts}")
-        inf_label = 'le="+Inf"'
-        lines.append(f"{name}_bucket{labels(e, inf_label)} {go_float(count)}{ts}")
-        lines.append(f"{name}_count{labels(e)} {go_float(count)}{ts}")
-        lines.append(f"{name}_sum{labels(e)} {go_float(0.05 * count)}{ts}")
+    if s.slo_metrics:
+        for name in (TTFT, *s.tpot_families, QUEUE_TIME):
+            # the old TPOT observes every output token, the others every request
+            per_request = GENERATION_TOKENS_PER_REQUEST if name == TPOT_OLD else 1.0
+            lines += _histogram(s, name, [per_request * f for f in finished], labels, ts)
     return "\n".join(lines) + "\n"

@@ -31,7 +31,7 @@ MAX_TOKEN_CHARS = 65_536
 @click.option("--step", default="15s", show_default=True, help="Evaluation step (the controller's tick).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file (.jsonl.gz).")
 @click.option("--pod-regex", default=None, help="RE2 regex of the Deployment's pod names (default NAME-<hash>-<id>).")
-@click.option("--rate-window", default="60s", show_default=True, help="Window of rate(vllm:request_success_total).")
+@click.option("--rate-window", default="60s", show_default=True, help="Window of rate() of the request and token counters and latency buckets.")
 @click.option("--timeout", "timeout_seconds", default=30.0, show_default=True, help="Timeout of one query, seconds.")
 @click.option("--bearer-token-file", default=None, type=click.Path(dir_okay=False), help="Bearer token file.")
 @click.option("--ca-file", default=None, type=click.Path(dir_okay=False), help="PEM CA bundle.")

@@ -11,7 +11,26 @@ from collections.abc import Mapping
 
 from autoscaler.adapters.kubernetes.objects import ClusterSnapshot, DeploymentInfo
 from autoscaler.adapters.prometheus import PodMetrics
-from autoscaler.policy.types import Observation, PodInFlight, ReadyPod
+from autoscaler.policy.types import Observation, PodInFlight, PodStartup, ReadyPod
+
+
+def _ready_pod(name: str, startup: PodStartup | None, m: PodMetrics | None) -> ReadyPod:
+    """A ready pod with its signals; every one None (absent) without an answer for the pod."""
+    if m is None:
+        return ReadyPod(name=name, waiting=None, running=None, kv_cache_usage=None, startup=startup)
+    return ReadyPod(
+        name=name,
+        waiting=m.waiting,
+        running=m.running,
+        kv_cache_usage=m.kv_cache_usage,
+        startup=startup,
+        completed_per_second=m.completed_per_second,
+        prompt_tokens_per_second=m.prompt_tokens_per_second,
+        generation_tokens_per_second=m.generation_tokens_per_second,
+        ttft=m.ttft,
+        tpot=m.tpot,
+        queue_time=m.queue_time,
+    )
 
 
 def build_observation(
@@ -28,16 +47,7 @@ def build_observation(
             continue
         if pod.ready:
             m = metrics.get((pod.namespace, pod.name)) if metrics is not None else None
-            ready.append(
-                ReadyPod(
-                    name=pod.name,
-                    waiting=m.waiting if m else None,
-                    running=m.running if m else None,
-                    kv_cache_usage=m.kv_cache_usage if m else None,
-                    startup=pod.startup(),
-                    completed_per_second=m.completed_per_second if m else None,
-                )
-            )
+            ready.append(_ready_pod(pod.name, pod.startup(), m))
             continue
         stage = pod.stage()
         if stage is not None:

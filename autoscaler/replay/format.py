@@ -1,8 +1,9 @@
-"""The recording file: `vqa-recording` version 1, gzip-compressed JSON lines, one file.
+"""The recording file: `vqa-recording` version 2, gzip-compressed JSON lines, one file. Version 1
+files (no SLO signals) are still read: their pods have None for the version 2 fields.
 
 Line 1, the header (a JSON object):
 
-    {"format": "vqa-recording", "version": 1,
+    {"format": "vqa-recording", "version": 2,
      "target": {"namespace": "llm", "deployment": "qwen"},
      "step_seconds": 15.0, "start": 1764700000.0, "end": 1764786400.0,
      "metadata": {...free-form provenance, see below...}}
@@ -20,7 +21,14 @@ Then one line per evaluation step, in time order (`t` = start + k * step_seconds
   `rollout`: a rollout of a new template was in progress.
 * `pods`: one array per pod of the target, sorted by name, fields in this order (`POD_FIELDS`):
   name, ready, stage, waiting, running, kv, kv_metric, completed, created, scheduled,
-  ready_at. Arrays rather than objects keep a 30-day file small and quick to read.
+  ready_at, then (version 2, left out when all five are null) prompt_tokens,
+  generation_tokens (per second, `[value, sample_timestamp]`), ttft, tpot, queue_time.
+  Arrays rather than objects keep a 30-day file small and quick to read.
+* a latency histogram (ttft, tpot, queue_time) is `[bounds, rates, sample_timestamp]` or null:
+  `bounds` the finite bucket bounds `le`, ascending, 0 .. 1e9; `rates` one more (the last for
+  +Inf), the cumulative requests per second within each bound (`LatencyHistogram`), each a
+  number 0 .. 1e15 or "NaN"; at most 64 buckets with +Inf. E.g. `[[0.5, 1.0], [2.0, 6.0, 8.0],
+  1764699999.2]`.
 * each signal is `[value, sample_timestamp]` exactly as a live `PrometheusSource.fetch()` at
   `t` reads it (same PromQL, evaluated at `t`), or null when the pod had no series. Values
   NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf" (strict JSON).
@@ -64,7 +72,7 @@ from typing import IO, Any, Final, NamedTuple
 
 from autoscaler.config.atomic import atomic_path
 from autoscaler.config.bounded import MAX_DEPTH, MiB, LimitError, check_depth, depth_error, describe_size
-from autoscaler.policy.types import MetricSample, PodStage, fast_init
+from autoscaler.policy.types import LatencyHistogram, MetricSample, PodStage, fast_init
 
 
 def _stdlib_loads(line: bytes) -> Any:
@@ -78,7 +86,8 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib rea
     _fast_loads = _stdlib_loads
 
 FORMAT_NAME: Final = "vqa-recording"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+READ_VERSIONS: Final = (1, 2)
 
 SIGNAL_KEYS: Final = ("waiting", "running", "kv", "completed")
 
@@ -90,6 +99,8 @@ MAX_TIMESTAMP: Final = 253_402_300_799.0
 MAX_VALUE: Final = 1e15
 """A finite signal value or demand rate (two of 1e308 summed to inf and crashed a policy)."""
 MAX_LE: Final = 1e9
+MAX_BUCKETS: Final = 64
+"""Buckets of one recorded latency histogram, +Inf included (the adapter's cap)."""
 STEP_SECONDS_RANGE: Final = (0.001, 86_400.0)
 
 
@@ -117,6 +128,12 @@ class RecordedPod(NamedTuple):
     created: float | None = None
     scheduled: float | None = None
     ready_at: float | None = None
+    # version 2: the SLO signals (None in a version 1 file)
+    prompt_tokens: MetricSample | None = None
+    generation_tokens: MetricSample | None = None
+    ttft: LatencyHistogram | None = None
+    tpot: LatencyHistogram | None = None
+    queue_time: LatencyHistogram | None = None
 
 
 @fast_init
@@ -140,6 +157,7 @@ class Header:
     start: float
     end: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    version: int = FORMAT_VERSION  # of the file read; a file is always written in FORMAT_VERSION
 
     @property
     def target(self) -> str:
@@ -204,16 +222,43 @@ def _sample(s: MetricSample | None) -> list[float | str] | None:
     return None if s is None else [_num(s.value), s.timestamp]
 
 
-POD_FIELDS: Final = ("name", "ready", "stage", "waiting", "running", "kv", "kv_metric", "completed",
-                      "created", "scheduled", "ready_at")
+POD_FIELDS_V1: Final = ("name", "ready", "stage", "waiting", "running", "kv", "kv_metric", "completed",
+                         "created", "scheduled", "ready_at")
+SLO_FIELDS: Final = ("prompt_tokens", "generation_tokens", "ttft", "tpot", "queue_time")
+POD_FIELDS: Final = POD_FIELDS_V1 + SLO_FIELDS
+
+
+def _rate(value: float) -> float | str:
+    """A bucket rate as written: a number 0 .. MAX_VALUE, else "NaN" (its health is NAN either way)."""
+    return value if 0.0 <= value <= MAX_VALUE else "NaN"
+
+
+def _histogram(h: LatencyHistogram | None) -> list[Any] | None:
+    """`[finite bounds, rates (one more: +Inf), timestamp]`; null for what no reader would take
+    (bounds not ascending within 0 .. MAX_LE ending at +Inf, more than MAX_BUCKETS, lengths differ)."""
+    if h is None:
+        return None
+    bounds, rates = h.upper_bounds, h.cumulative_per_second
+    finite = bounds[:-1]
+    if (not bounds or bounds[-1] != math.inf or len(bounds) != len(rates) or len(bounds) > MAX_BUCKETS
+            or not all(0.0 <= b <= MAX_LE for b in finite) or any(b2 <= b1 for b1, b2 in zip(finite, finite[1:]))
+            or not 0.0 <= h.timestamp <= MAX_TIMESTAMP):
+        return None
+    return [list(finite), [_rate(r) for r in rates], h.timestamp]
+
+
+def _pod_entry(p: RecordedPod) -> list[Any]:
+    """A pod's array: the 11 fields of version 1, then the 5 SLO fields unless all are null."""
+    entry = [p.name, p.ready, p.stage.value if p.stage else None, _sample(p.waiting), _sample(p.running),
+             _sample(p.kv), p.kv_metric, _sample(p.completed), p.created, p.scheduled, p.ready_at]
+    if (p.prompt_tokens or p.generation_tokens or p.ttft or p.tpot or p.queue_time) is not None:
+        entry += [_sample(p.prompt_tokens), _sample(p.generation_tokens), _histogram(p.ttft), _histogram(p.tpot),
+                  _histogram(p.queue_time)]
+    return entry
 
 
 def encode_step(step: Step) -> dict[str, Any]:
-    pods = [
-        [p.name, p.ready, p.stage.value if p.stage else None, _sample(p.waiting), _sample(p.running), _sample(p.kv),
-         p.kv_metric, _sample(p.completed), p.created, p.scheduled, p.ready_at]
-        for p in step.pods
-    ]
+    pods = [_pod_entry(p) for p in step.pods]
     out: dict[str, Any] = {"t": step.t, "spec": step.spec, "ready": step.ready, "rollout": step.rollout, "pods": pods}
     if step.demand:
         out["demand"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in step.demand.items()}
@@ -345,7 +390,58 @@ def _opt_int(raw: Any, where: str) -> int | None:
     return int(raw)
 
 
-def decode_step(doc: Any, where: str) -> Step:
+def _decode_histogram(raw: Any, where: str) -> LatencyHistogram | None:
+    """`[finite bounds, rates, timestamp]` (see `_histogram`) or null; RecordingError otherwise."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != 3 or not isinstance(raw[0], list) or not isinstance(raw[1], list):
+        raise RecordingError(f"{where}: expected a histogram [bounds, rates, timestamp] or null, got {_short(raw)}")
+    bounds_raw, rates_raw, ts = raw
+    if len(bounds_raw) >= MAX_BUCKETS or len(rates_raw) != len(bounds_raw) + 1:
+        raise RecordingError(f"{where}: histogram of {len(bounds_raw)} bounds and {len(rates_raw)} rates (allowed: "
+                             f"at most {MAX_BUCKETS - 1} finite bounds, and one rate more than bounds for +Inf)")
+    bounds = tuple(_float(b, f"{where} histogram bound") for b in bounds_raw)
+    if not all(0.0 <= b <= MAX_LE for b in bounds) or any(b2 <= b1 for b1, b2 in zip(bounds, bounds[1:])):
+        raise RecordingError(f"{where}: histogram bounds {_short(bounds_raw)} (allowed: ascending numbers 0 .. "
+                             f"{MAX_LE:g})")
+    rates = tuple(_float(r, f"{where} histogram rate") for r in rates_raw)
+    if not all(0.0 <= r <= MAX_VALUE or r != r for r in rates):
+        raise RecordingError(f"{where}: histogram rates {_short(rates_raw)} (allowed: NaN or numbers 0 .. "
+                             f"{MAX_VALUE:g})")
+    return LatencyHistogram((*bounds, math.inf), rates, _time(ts, f"{where} histogram timestamp"))
+
+
+def _decode_pod(p: Any, where: str, i: int, version: int) -> RecordedPod:
+    """One pod array: the 11 fields of version 1, and in version 2 optionally the 5 SLO fields.
+    KeyError, TypeError or ValueError on a malformed entry; RecordingError on a value out of range."""
+    if not isinstance(p, list) or not (len(p) == len(POD_FIELDS_V1) or version >= 2 and len(p) == len(POD_FIELDS)):
+        raise TypeError(p)
+    name, ready, stage_raw, w, r, kv, kv_metric, c, created, scheduled, ready_at = p[:11]
+    if not isinstance(name, str) or not isinstance(ready, bool) or not (kv_metric is None or isinstance(kv_metric, str)):
+        raise TypeError(name)
+    slo: tuple[Any, ...] = (None,) * 5
+    if len(p) > 11:
+        pt, gt, ttft, tpot, qt = p[11:]
+        at = f"{where} pods[{i}]"
+        slo = (_decode_sample(pt, at), _decode_sample(gt, at), _decode_histogram(ttft, f"{at} ttft"),
+               _decode_histogram(tpot, f"{at} tpot"), _decode_histogram(qt, f"{at} queue_time"))
+    return RecordedPod(
+        name,
+        ready,
+        _STAGES[stage_raw] if stage_raw is not None else None,
+        None if w is None else _decode_sample(w, where),
+        None if r is None else _decode_sample(r, where),
+        None if kv is None else _decode_sample(kv, where),
+        kv_metric,
+        None if c is None else _decode_sample(c, where),
+        _opt_time(created, f"{where} pods[{i}] created"),
+        _opt_time(scheduled, f"{where} pods[{i}] scheduled"),
+        _opt_time(ready_at, f"{where} pods[{i}] ready_at"),
+        *slo,
+    )
+
+
+def decode_step(doc: Any, where: str, version: int = FORMAT_VERSION) -> Step:
     if not isinstance(doc, dict):
         raise RecordingError(f"{where}: not a JSON object")
     if "t" not in doc:
@@ -356,29 +452,11 @@ def decode_step(doc: Any, where: str) -> Step:
     pods = []
     for i, p in enumerate(pods_raw):
         try:
-            name, ready, stage_raw, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
-            if not isinstance(name, str) or not isinstance(ready, bool) or not (
-                kv_metric is None or isinstance(kv_metric, str)
-            ):
-                raise TypeError(name)
-            pods.append(
-                RecordedPod(
-                    name,
-                    ready,
-                    _STAGES[stage_raw] if stage_raw is not None else None,
-                    None if w is None else _decode_sample(w, where),
-                    None if r is None else _decode_sample(r, where),
-                    None if kv is None else _decode_sample(kv, where),
-                    kv_metric,
-                    None if c is None else _decode_sample(c, where),
-                    _opt_time(created, f"{where} pods[{i}] created"),
-                    _opt_time(scheduled, f"{where} pods[{i}] scheduled"),
-                    _opt_time(ready_at, f"{where} pods[{i}] ready_at"),
-                )
-            )
+            pods.append(_decode_pod(p, where, i, version))
         except (KeyError, TypeError, ValueError):
-            raise RecordingError(f"{where} pods[{i}]: not a valid pod entry ({len(POD_FIELDS)} fields: "
-                                 f"{', '.join(POD_FIELDS)})") from None
+            extra = f" (+ optionally {', '.join(SLO_FIELDS)})" if version >= 2 else ""
+            raise RecordingError(f"{where} pods[{i}]: not a valid pod entry ({len(POD_FIELDS_V1)} fields: "
+                                 f"{', '.join(POD_FIELDS_V1)}{extra})") from None
     demand_raw = doc.get("demand") or {}
     if not isinstance(demand_raw, dict):
         raise RecordingError(f"{where}: 'demand' is not an object")
@@ -399,9 +477,10 @@ def decode_header(doc: Any, source: str) -> Header:
     if doc.get("format") != FORMAT_NAME:
         raise RecordingError(f"{source}: not a {FORMAT_NAME} file (format={doc.get('format')!r})")
     version = doc.get("version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in READ_VERSIONS:  # 1.0 was read as 1 before version 2
         raise RecordingError(
-            f"{source}: {FORMAT_NAME} version {version!r} is not supported (this autoscaler reads version {FORMAT_VERSION})"
+            f"{source}: {FORMAT_NAME} version {version!r} is not supported (this autoscaler reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))})"
         )
     target = doc.get("target")
     if not isinstance(target, dict) or not isinstance(target.get("namespace"), str) or not isinstance(
@@ -428,6 +507,7 @@ def decode_header(doc: Any, source: str) -> Header:
         start=_time(doc.get("start"), f"{source} header start"),
         end=_time(doc.get("end"), f"{source} header end"),
         metadata=metadata,
+        version=int(version),
     )
 
 
@@ -481,7 +561,46 @@ def _interned(pair: Any, get: Callable[[Any], MetricSample | None], cache: dict[
     return s if s is not None and (v or _copysign(1.0, v) > 0.0) else _new_sample(v, ts, cache)
 
 
-def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample]) -> Step | None:
+class _NotFast(Exception):
+    """A version 2 pod entry the fast path leaves to `decode_step`."""
+
+
+_FLOAT_TYPE: Final = {float}
+
+
+def _fast_histogram(raw: Any, bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> LatencyHistogram | None:
+    """The histogram of a well-formed `[bounds, rates, timestamp]` of floats (the bounds interned:
+    they repeat every step), else `_NotFast`."""
+    if raw is None:
+        return None
+    b, r, ts = raw
+    if set(map(type, b + r)) != _FLOAT_TYPE or type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
+        raise _NotFast
+    key = tuple(b)
+    bounds = bounds_cache.get(key)
+    if bounds is None:
+        if len(key) >= MAX_BUCKETS or not (not key or 0.0 <= key[0] and key[-1] <= MAX_LE) or any(
+                y <= x for x, y in zip(key, key[1:])):
+            raise _NotFast
+        bounds = bounds_cache[key] = (*key, math.inf)
+    rates = tuple(r)
+    if len(rates) != len(bounds) or not (0.0 <= min(rates) and max(rates) <= MAX_VALUE):
+        raise _NotFast
+    return LatencyHistogram(bounds, rates, ts)
+
+
+def _fast_slo(p: list[Any], get: Callable[[Any], MetricSample | None], cache: dict[Any, MetricSample],
+              bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> tuple[Any, ...]:
+    """The 5 SLO fields of a version 2 pod of 16 fields; `_NotFast` (or KeyError, TypeError,
+    ValueError) for anything unusual."""
+    _, _, _, _, _, _, _, _, _, _, _, pt, gt, ttft, tpot, qt = p
+    return (None if pt is None else _interned(pt, get, cache), None if gt is None else _interned(gt, get, cache),
+            _fast_histogram(ttft, bounds_cache), _fast_histogram(tpot, bounds_cache),
+            _fast_histogram(qt, bounds_cache))
+
+
+def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
+               bounds_cache: dict[tuple[Any, ...], tuple[float, ...]] | None = None) -> Step | None:
     """The step of a well-formed line, or None: decode it with `decode_step` instead."""
     try:
         t = doc["t"]
@@ -503,6 +622,12 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
         max_ts = MAX_TIMESTAMP
         pods: list[RecordedPod] = []
         for p in pods_raw:
+            slo = None
+            if len(p) != 11:  # a version 2 pod with its SLO fields
+                if version < 2 or bounds_cache is None:
+                    return None
+                slo = _fast_slo(p, get, cache, bounds_cache)
+                p = p[:11]
             name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
             if (
                 type(name) is not str
@@ -532,7 +657,12 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
                 ready_at = float(ready_at)
                 if not 0.0 <= ready_at <= max_ts:
                     return None
-            pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at)))
+            if slo is None:
+                pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
+                                                     ready_at, None, None, None, None, None)))
+            else:
+                pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
+                                                     ready_at) + slo))
         demand_raw = doc.get("demand") or {}
         if type(demand_raw) is not dict:
             return None
@@ -548,7 +678,7 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample])
                 demand[key] = v  # e.g. histogram buckets, kept as read
             else:
                 return None
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, _NotFast):
         return None
     return Step(t, spec, ready, rollout, tuple(pods), demand)
 
@@ -686,6 +816,8 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
         last_t = -math.inf
         trailer: dict[str, Any] | None = None
         cache: dict[Any, MetricSample] = {}
+        bounds_cache: dict[tuple[Any, ...], tuple[float, ...]] = {}
+        version = header.version
         fast_loads = _fast_loads
         fast_step = _fast_step
         blank = 0
@@ -697,7 +829,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 except ValueError:
                     doc = None
                 if type(doc) is dict and doc.get("end") is not True and raw.endswith(b"\n"):
-                    step = fast_step(doc, raw, cache)
+                    step = fast_step(doc, raw, cache, version, bounds_cache)
             if step is None:  # the reference path: anything unusual, the trailer, every error
                 try:
                     line = raw.decode("utf-8")
@@ -724,7 +856,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 if isinstance(doc, dict) and doc.get("end") is True:
                     trailer = doc
                     continue
-                step = decode_step(doc, f"{source}: line {lineno}")
+                step = decode_step(doc, f"{source}: line {lineno}", version)
             if steps and step.t <= last_t:
                 raise RecordingError(f"{source}: line {lineno}: step t={step.t} is not after the previous one")
             last_t = step.t

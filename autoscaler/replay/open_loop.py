@@ -39,12 +39,12 @@ def _observe(step: Step, free_gpus: int | None) -> tuple[Observation, float]:
     flight: list[PodInFlight] = []
     waiting = 0.0
     startups = _STARTUPS
-    for name, pod_ready, stage, w, r, kv, _, c, created, scheduled, ready_at in step.pods:
+    for name, pod_ready, stage, w, r, kv, _, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt in step.pods:
         startup: PodStartup | None = None
         if created is not None:  # a dict hit inline: ~5 pods a step, 172,800 steps a month
             startup = startups.get((created, scheduled, ready_at)) or _new_startup(created, scheduled, ready_at)
         if pod_ready:
-            ready.append(ReadyPod(name, w, r, kv, startup, c))
+            ready.append(ReadyPod(name, w, r, kv, startup, c, pt, gt, ttft, tpot, qt))
             if w is not None:
                 waiting += w.value
         elif stage is not None and startup is not None:

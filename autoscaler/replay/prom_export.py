@@ -10,7 +10,10 @@ Accepted documents (optionally gzip-compressed):
 The series are aggregated per pod and step as the live queries do: per engine the max over
 duplicated series, then the sum over engines (waiting, running), the max with NaN propagation
 (KV usage, `vllm:kv_cache_usage_perc` preferred per pod), and the per-step increase of
-`vllm:request_success_total` (counter resets handled) as requests finished per second.
+`vllm:request_success_total` (counter resets handled) as requests finished per second; likewise
+`vllm:prompt_tokens_total` and `vllm:generation_tokens_total` as tokens per second, and the
+`_bucket` counters of the latency histograms (TTFT, TPOT with the per-request family preferred
+per pod, queue time) as bucket rates summed over engines, one `LatencyHistogram` per pod and step.
 What an export cannot give is said in the metadata notes: sample timestamps are the step
 times (a raw range answer drops them, so staleness cannot be seen), readiness is the presence
 of a vLLM series, and the spec replicas come from `kube_deployment_spec_replicas` if present,
@@ -30,16 +33,20 @@ from typing import Any
 
 from autoscaler.adapters.prometheus import (
     COMPLETED_METRIC,
+    GENERATION_TOKENS_METRIC,
+    HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    PROMPT_TOKENS_METRIC,
     RUNNING_METRIC,
     WAITING_METRIC,
     PrometheusBadResponse,
     Series,
+    histogram_from_buckets,
     parse_matrix,
 )
 from autoscaler.config.bounded import LimitError, check_depth, depth_error
-from autoscaler.policy.types import MetricSample
+from autoscaler.policy.types import LatencyHistogram, MetricSample
 from autoscaler.replay.format import (
     MAX_TIMESTAMP,
     MAX_VALUE,
@@ -51,6 +58,38 @@ from autoscaler.replay.format import (
 )
 
 _GAUGES = (WAITING_METRIC, RUNNING_METRIC, KV_METRIC, KV_METRIC_LEGACY)
+_COUNTERS = {COMPLETED_METRIC: "completed", PROMPT_TOKENS_METRIC: "prompt_tokens",
+             GENERATION_TOKENS_METRIC: "generation_tokens"}
+_BUCKETS = {f"{family}_bucket": family for families in HISTOGRAMS.values() for family in families}
+CounterKey = tuple[str, str, str]  # (signal or histogram family, pod, le or "") of series summed per step
+
+
+def _increase_rates(points: list[tuple[float, float]], out: dict[int, float]) -> None:
+    """Add one counter series' per-step increase per second (resets handled) to `out` (ms -> rate)."""
+    points.sort()
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t1 <= t0:  # the same sample twice (two exports of one series): no time, no increase
+            continue
+        inc = v1 - v0 if v1 >= v0 else v1
+        out[_key(t1)] = out.get(_key(t1), 0.0) + inc / (t1 - t0)
+
+
+BucketIndex = dict[tuple[str, str], list[tuple[str, dict[int, float]]]]  # (family, pod) -> [(le, ms -> rate)]
+
+
+def _histograms_at(index: BucketIndex, pod: str, ms: int) -> dict[str, LatencyHistogram]:
+    """A pod's histograms at one step from its bucket-counter rates: the first family of each
+    `HISTOGRAMS` entry the pod has at that step (like the live query), none if malformed."""
+    out: dict[str, LatencyHistogram] = {}
+    for key, families in HISTOGRAMS.items():
+        for family in families:
+            buckets = [(le, d[ms]) for le, d in index.get((family, pod), ()) if ms in d]
+            if buckets:
+                histogram = histogram_from_buckets(buckets, ms / 1000)
+                if histogram is not None:
+                    out[key] = histogram
+                break
+    return out
 
 
 def _answers(doc: Any) -> list[Any]:
@@ -95,7 +134,7 @@ def recording_from_export(text: str, source: str) -> Recording:
             raise RecordingError(f"{source}: bad query_range answer: {exc}") from None
     # (metric, pod, engine) -> ms -> values of duplicates; counters keyed also by finished_reason
     gauges: dict[tuple[str, str, str], dict[int, list[float]]] = {}
-    counters: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    counters: dict[tuple[str, str, str, str, str], list[tuple[float, float]]] = {}
     spec: dict[int, float] = {}
     namespaces: set[str] = set()
     deployments: set[str] = set()
@@ -122,8 +161,9 @@ def recording_from_export(text: str, source: str) -> Recording:
             for t, v in points:
                 d.setdefault(_key(t), []).append(v)
                 times.add(_key(t))
-        elif name == COMPLETED_METRIC:
-            k = (pod, labels.get("engine", ""), labels.get("finished_reason", "") + "|" + labels.get("instance", ""))
+        elif name in _COUNTERS or name in _BUCKETS:
+            signal, le = (_COUNTERS[name], "") if name in _COUNTERS else (_BUCKETS[name], labels.get("le", ""))
+            k = (signal, pod, le, labels.get("engine", ""), labels.get("finished_reason", "") + "|" + labels.get("instance", ""))
             counters.setdefault(k, []).extend(points)
     if not gauges:
         raise RecordingError(f"{source}: the export has no series {WAITING_METRIC}, {RUNNING_METRIC} or KV usage")
@@ -134,16 +174,11 @@ def recording_from_export(text: str, source: str) -> Recording:
         raise RecordingError(f"{source}: the export's series have no samples")
     diffs = Counter(b - a for a, b in zip(grid, grid[1:]))
     step_ms = diffs.most_common(1)[0][0] if diffs else 15_000
-    # requests/s per pod and step from the counters
-    completed: dict[str, dict[int, float]] = {}
-    for (pod, _, _), points in counters.items():
-        points.sort()
-        per_pod = completed.setdefault(pod, {})
-        for (t0, v0), (t1, v1) in zip(points, points[1:]):
-            if t1 <= t0:  # the same sample twice (two exports of one series): no time, no increase
-                continue
-            inc = v1 - v0 if v1 >= v0 else v1
-            per_pod[_key(t1)] = per_pod.get(_key(t1), 0.0) + inc / (t1 - t0)
+    # requests/s, tokens/s and bucket rates per pod and step from the counters
+    rates: dict[CounterKey, dict[int, float]] = {}
+    for (signal, pod, le, _, _), points in counters.items():
+        _increase_rates(points, rates.setdefault((signal, pod, le), {}))
+    completed = {pod: per_ms for (signal, pod, _), per_ms in rates.items() if signal == "completed"}
     # per (metric, pod) -> ms -> aggregated over engines
     agg: dict[tuple[str, str], dict[int, float]] = {}
     engines: dict[tuple[str, str], dict[int, list[float]]] = {}
@@ -159,6 +194,11 @@ def recording_from_export(text: str, source: str) -> Recording:
             else:
                 out[ms] = math.nan if any(math.isnan(v) for v in per_engine) else max(per_engine)
     pods_all = sorted({pod for _, pod in agg})
+    index: BucketIndex = {}
+    for (signal, pod, le), per_ms in rates.items():
+        if signal in _BUCKETS.values():
+            index.setdefault((signal, pod), []).append((le, per_ms))
+    histogram_pods = {pod for _, pod in index}
     steps: list[Step] = []
     for ms in grid:
         t = ms / 1000
@@ -173,7 +213,14 @@ def recording_from_export(text: str, source: str) -> Recording:
                 continue
             kv, kv_name = (kv_new, KV_METRIC) if kv_new is not None else (kv_old, KV_METRIC_LEGACY if kv_old else None)
             c = completed.get(pod, {}).get(ms)
-            recorded.append(RecordedPod(pod, True, None, w, r, kv, kv_name, None if c is None else MetricSample(c, t)))
+            pt, gt = rates.get(("prompt_tokens", pod, ""), {}).get(ms), rates.get(("generation_tokens", pod, ""), {}).get(ms)
+            hist = _histograms_at(index, pod, ms) if pod in histogram_pods else {}
+            recorded.append(RecordedPod(
+                pod, True, None, w, r, kv, kv_name, None if c is None else MetricSample(c, t),
+                prompt_tokens=None if pt is None else MetricSample(pt, t),
+                generation_tokens=None if gt is None else MetricSample(gt, t),
+                ttft=hist.get("ttft"), tpot=hist.get("tpot"), queue_time=hist.get("queue_time"),
+            ))
         sp = spec.get(ms)
         spec_int = int(sp) if sp is not None and math.isfinite(sp) else (None if spec else len(recorded))
         steps.append(Step(t=t, spec=spec_int, ready=len(recorded), pods=tuple(recorded)))
@@ -183,7 +230,8 @@ def recording_from_export(text: str, source: str) -> Recording:
         "imported from a Prometheus query_range export: sample timestamps are the step times",
         "readiness = presence of a vLLM series; pods in flight are not known",
         "spec replicas from kube_deployment_spec_replicas" if spec else "spec replicas = number of pods with a vLLM series",
-        "completed requests/s = per-step counter increase (not rate() over the controller's window)",
+        "completed requests/s, tokens/s and latency bucket rates = per-step counter increase (not rate() over "
+        "the controller's window)",
     ]
     header = Header(namespace, deployment, step_ms / 1000, grid[0] / 1000, grid[-1] / 1000, {
         "source": "prometheus query_range export", "readiness_source": "vllm_series",

@@ -26,16 +26,19 @@ from typing import Any, Protocol
 
 from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
+    HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
     Series,
     build_target_queries,
+    histogram_from_buckets,
 )
 from autoscaler.adapters.prometheus.promql import quote_string, regex_matcher
-from autoscaler.policy.types import MetricSample, PodStage
+from autoscaler.policy.types import LatencyHistogram, MetricSample, PodStage
 from autoscaler.replay.format import Header, RecordedPod, Step
 
-SIGNAL_QUERY_KEYS = ("waiting", "running", "kv", "kv_legacy", "completed")
+SIGNAL_QUERY_KEYS = ("waiting", "running", "kv", "kv_legacy", "completed", "prompt_tokens", "generation_tokens")
+HISTOGRAM_QUERY_KEYS = tuple(HISTOGRAMS)
 
 
 class RangeSource(Protocol):
@@ -135,6 +138,36 @@ def _signal(series: list[Series]) -> dict[str, dict[int, MetricSample]]:
     return out
 
 
+def _histograms(series: list[Series]) -> dict[str, dict[int, LatencyHistogram]]:
+    """The histogram of each pod at each step from one histogram query's range answer, joined as
+    `prometheus_source._per_pod_histograms` does at one instant: a pod needs both halves, and
+    buckets that are no histogram leave the pod without one at that step."""
+    buckets: dict[str, dict[int, list[tuple[str | None, float]]]] = {}
+    stamps: PerPod = {}
+    for labels, points in series:
+        pod = labels.get("pod", "")
+        field = labels.get(FIELD_LABEL)
+        if not pod or not labels.get("namespace"):
+            continue
+        if field == "value":
+            per_step = buckets.setdefault(pod, {})
+            le = labels.get("le")
+            for t, v in points:
+                per_step.setdefault(_key(t), []).append((le, v))
+        elif field == "timestamp":
+            d = stamps.setdefault(pod, {})
+            for t, v in points:
+                d[_key(t)] = v
+    out: dict[str, dict[int, LatencyHistogram]] = {}
+    for pod, per_step in buckets.items():
+        ts = stamps.get(pod, {})
+        made = {k: histogram_from_buckets(raw, ts[k]) for k, raw in per_step.items() if k in ts and math.isfinite(ts[k])}
+        kept = {k: h for k, h in made.items() if h is not None}
+        if kept:
+            out[pod] = kept
+    return out
+
+
 @dataclass(frozen=True)
 class RawResults:
     """The answers of every query, keyed like the query dicts above."""
@@ -155,6 +188,7 @@ def assemble(
 ) -> tuple[Header, list[Step]]:
     """Join the range answers into steps. Pure."""
     sig = {k: _signal(raw.signals.get(k, [])) for k in SIGNAL_QUERY_KEYS}
+    hist = {k: _histograms(raw.signals.get(k, [])) for k in HISTOGRAM_QUERY_KEYS}
     spec = _scalar(raw.kube.get("spec", []))
     ready_replicas = _scalar(raw.kube.get("ready_replicas", []))
     updated = _scalar(raw.kube.get("updated_replicas", []))
@@ -192,6 +226,7 @@ def assemble(
         t = start + i * step_seconds
         k = _key(t)
         vllm_pods = {pod for s in sig.values() for pod, d in s.items() if k in d}
+        vllm_pods.update(pod for h in hist.values() for pod, dh in h.items() if k in dh)
         pods: list[RecordedPod] = []
         if have_ksm_pods:
             names = {pod for pod, d in pod_kube["pod_created"].items() if k in d}
@@ -237,6 +272,11 @@ def assemble(
                     created=at("pod_created"),
                     scheduled=at("pod_scheduled"),
                     ready_at=at("pod_ready_time"),
+                    prompt_tokens=sig["prompt_tokens"].get(name, {}).get(k),
+                    generation_tokens=sig["generation_tokens"].get(name, {}).get(k),
+                    ttft=hist["ttft"].get(name, {}).get(k),
+                    tpot=hist["tpot"].get(name, {}).get(k),
+                    queue_time=hist["queue_time"].get(name, {}).get(k),
                 )
             )
         spec_now = spec.get(k)

@@ -96,10 +96,10 @@ def test_other_version_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path / "r.jsonl.gz")
     lines = gzip.open(path, "rt").read().splitlines()
     header = json.loads(lines[0])
-    header["version"] = 2
+    header["version"] = 3
     with gzip.open(path, "wt") as fh:
         fh.write("\n".join([json.dumps(header), *lines[1:]]) + "\n")
-    with pytest.raises(RecordingError, match="version 2 is not supported"):
+    with pytest.raises(RecordingError, match="version 3 is not supported"):
         read_recording(path)
 
 

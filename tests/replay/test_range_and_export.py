@@ -15,6 +15,7 @@ from autoscaler.adapters.prometheus import (
     parse_matrix,
     split_range,
 )
+from autoscaler.policy.types import LatencyHistogram, MetricSample
 from autoscaler.replay.format import RecordingError
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.recorder import RawResults, assemble, deployment_pod_regex
@@ -49,7 +50,8 @@ def test_parse_matrix_is_strict() -> None:
 def test_target_queries_restrict_to_the_pods() -> None:
     q = build_target_queries("llm", deployment_pod_regex("qwen.v2"))
     assert 'pod=~"qwen\\\\.v2-[a-z0-9]{1,10}-[a-z0-9]{5}"' in q["waiting"]
-    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed"}
+    assert set(q) == {"waiting", "running", "kv", "kv_legacy", "completed", "prompt_tokens", "generation_tokens", "ttft",
+                      "tpot", "queue_time"}
 
 
 def _signal(pod: str, value: float, ts: float, times: list[float]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
@@ -99,3 +101,39 @@ def test_plain_prometheus_export_is_read(tmp_path: Path) -> None:
     bad.write_text('{"status": "error", "errorType": "bad_data", "error": "x"}')
     with pytest.raises(RecordingError, match="bad query_range answer"):
         read_recording(bad)
+
+
+def test_plain_export_gives_token_rates_and_histograms_per_step(tmp_path: Path) -> None:
+    def series(name: str, pod: str, values: list[float], **labels: str) -> dict[str, object]:
+        return {"metric": {"__name__": name, "namespace": "llm", "pod": pod, **labels},
+                "values": [[1000 + 15 * i, repr(v)] for i, v in enumerate(values)]}
+
+    ttft, new, old = ("vllm:time_to_first_token_seconds_bucket", "vllm:request_time_per_output_token_seconds_bucket",
+                      "vllm:time_per_output_token_seconds_bucket")
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        series("vllm:num_requests_waiting", "qwen-0", [1, 1, 1]),
+        series("vllm:num_requests_waiting", "qwen-1", [1, 1, 1]),
+        series("vllm:prompt_tokens_total", "qwen-0", [0, 1500, 3000], engine="0"),
+        series("vllm:prompt_tokens_total", "qwen-0", [0, 1500, 3000], engine="1"),
+        series("vllm:generation_tokens_total", "qwen-0", [0, 150, 100]),  # a reset: 100 since
+        series(ttft, "qwen-0", [0, 15, 30], le="0.5", engine="0"),
+        series(ttft, "qwen-0", [0, 30, 60], le="+Inf", engine="0"),
+        series(ttft, "qwen-0", [0, 15, 15], le="5e-01", engine="1"),  # another spelling, summed
+        series(ttft, "qwen-0", [0, 15, 15], le="+Inf", engine="1"),
+        series(new, "qwen-0", [0, 15, 30], le="+Inf"),
+        series(old, "qwen-0", [0, 150, 300], le="+Inf"),  # the per-request TPOT wins
+        series(old, "qwen-1", [0, 150, 300], le="0.1"),
+        series(old, "qwen-1", [0, 300, 600], le="+Inf"),
+        series("vllm:request_queue_time_seconds_bucket", "qwen-1", [0, 15, 30], le="1.0"),  # no +Inf: none
+    ]}}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    rec = read_recording(path)
+    first, [a, b] = rec.steps[0].pods, rec.steps[1].pods
+    assert all(p.prompt_tokens is None and p.ttft is None for p in first)  # no increase before the 2nd sample
+    assert a.prompt_tokens == MetricSample(200.0, 1015.0) and a.generation_tokens == MetricSample(10.0, 1015.0)
+    assert a.ttft == LatencyHistogram((0.5, math.inf), (2.0, 3.0), 1015.0)
+    assert a.tpot == LatencyHistogram((math.inf,), (1.0,), 1015.0) and a.queue_time is None
+    assert b.tpot == LatencyHistogram((0.1, math.inf), (10.0, 20.0), 1015.0) and b.queue_time is None
+    assert b.prompt_tokens is None
+    assert rec.steps[2].pods[0].generation_tokens == MetricSample(100 / 15, 1030.0)

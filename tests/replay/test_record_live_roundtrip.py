@@ -156,6 +156,10 @@ def test_recording_of_a_live_run_replays_to_the_live_decisions(
     # the same observations as the live loop built...
     for k, (step, obs) in enumerate(zip(rec.steps, observations)):
         assert observation_of(step) == obs, f"tick {k}"
+    # (with the SLO signals of format version 2: token rates and the three latency histograms)
+    last = observations[-1].ready_pods
+    assert last and all(None not in (p.prompt_tokens_per_second, p.generation_tokens_per_second, p.ttft, p.tpot,
+                                     p.queue_time) for p in last), last
     # ...and the same decisions through the same decide()
     replayed = replay(rec, load_policy(str(config), NS, NAME))
     got = [(t.current, t.desired, t.reason, t.clamp) for t in replayed.ticks]

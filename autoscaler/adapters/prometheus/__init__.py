@@ -1,7 +1,7 @@
 """Read vLLM's per-pod load signals from Prometheus. The only module that talks to Prometheus.
 
-One `fetch()` sends a fixed number of instant queries (`len(SIGNALS)` = 5), whatever the
-number of namespaces, Deployments or pods: one per metric name, each returning, per
+One `fetch()` sends a fixed number of instant queries (`QUERIES_PER_FETCH` = 10), whatever
+the number of namespaces, Deployments or pods: one per signal, each returning, per
 (namespace, pod), the aggregated value *and* the timestamp of the underlying samples. The
 value/timestamp pair comes from one query (tagged with the `vqa_field` label via
 `label_replace` and joined with `or`), so both are evaluated at the same instant.
@@ -28,6 +28,17 @@ Aggregation, per metric `M` and selector `S = M{namespace=~"^(?:ns1|ns2)$"}`:
   window, `rate()` divides the increase by the whole window, so a pod that started less
   than a window ago is under-reported; a counter with a single sample in the window has no
   rate at all (the pod gets None).
+* prompt / generation tokens per second: the same with `vllm:prompt_tokens_total` and
+  `vllm:generation_tokens_total`, grouped by (namespace, pod, engine).
+* latency histograms (`HISTOGRAMS`: TTFT, TPOT, queue time), one query per histogram:
+  `sum by (namespace, pod, le) (max by (namespace, pod, engine, le) (rate(F_bucket{...}[60s])))`,
+  the bucket rates per pod (cumulative, per second), read into a `LatencyHistogram` per pod
+  (`le` as "+Inf", "1", "1.0", "2.5e+00"...); timestamp: that of the `+Inf` bucket, as below.
+  TPOT is `vllm:request_time_per_output_token_seconds` (per request, vLLM >= 0.11), else per
+  pod `vllm:time_per_output_token_seconds` (per token, older): `A or on (namespace, pod) (B
+  unless on (namespace, pod) timestamp(A))`, still one query. A pod whose buckets are no
+  histogram (an `le` that is not a bound, no `+Inf`, more than `MAX_HISTOGRAM_BUCKETS` = 64)
+  gets None; NaN or decreasing rates are kept (`LatencyHistogram.health()` says NAN).
 * sample timestamp: `min by (namespace, pod) (max by (namespace, pod, engine)
   (timestamp(S)))` (also by `finished_reason` for the counter): the freshest duplicate of
   each engine, then the oldest engine of the pod. An instant query's own result timestamp
@@ -68,13 +79,23 @@ from autoscaler.adapters.prometheus.parsing import (
 from autoscaler.adapters.prometheus.queries import (
     COMPLETED_METRIC,
     FIELD_LABEL,
+    GENERATION_TOKENS_METRIC,
+    HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    MAX_HISTOGRAM_BUCKETS,
+    PROMPT_TOKENS_METRIC,
+    QUERIES_PER_FETCH,
+    QUEUE_TIME_METRIC,
     RUNNING_METRIC,
     SIGNALS,
+    TPOT_METRIC,
+    TPOT_METRIC_LEGACY,
+    TTFT_METRIC,
     WAITING_METRIC,
     build_queries,
     build_target_queries,
+    histogram_from_buckets,
 )
 
 __all__ = [
@@ -83,8 +104,17 @@ __all__ = [
     "KV_METRIC",
     "KV_METRIC_LEGACY",
     "COMPLETED_METRIC",
+    "PROMPT_TOKENS_METRIC",
+    "GENERATION_TOKENS_METRIC",
+    "TTFT_METRIC",
+    "TPOT_METRIC",
+    "TPOT_METRIC_LEGACY",
+    "QUEUE_TIME_METRIC",
+    "MAX_HISTOGRAM_BUCKETS",
     "FIELD_LABEL",
     "SIGNALS",
+    "HISTOGRAMS",
+    "QUERIES_PER_FETCH",
     "PodMetrics",
     "PrometheusError",
     "PrometheusUnavailable",
@@ -100,4 +130,5 @@ __all__ = [
     "parse_matrix",
     "split_range",
     "build_target_queries",
+    "histogram_from_buckets",
 ]

@@ -39,13 +39,15 @@ from autoscaler.adapters.prometheus.parsing import (
     split_range,
 )
 from autoscaler.adapters.prometheus.queries import (
+    HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
     _check_rate_window,
     _per_pod,
+    _per_pod_histograms,
     build_queries,
 )
-from autoscaler.policy.types import MetricSample
+from autoscaler.policy.types import LatencyHistogram, MetricSample
 
 _LOG = logging.getLogger(__name__)
 _SLOG = structlog.get_logger("autoscaler.prometheus")  # one JSON line per retry, like the loop's
@@ -153,6 +155,39 @@ def _redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, f"<redacted>@{host}", parts.path, parts.query, parts.fragment))
 
 
+def _pod_metrics(
+    per_signal: dict[str, dict[tuple[str, str], MetricSample]],
+    per_histogram: dict[str, dict[tuple[str, str], LatencyHistogram]],
+) -> dict[tuple[str, str], PodMetrics]:
+    """Join the per-pod answers of one fetch: every pod any query has, sorted; the KV usage
+    from `vllm:kv_cache_usage_perc`, else (per pod) `vllm:gpu_cache_usage_perc`."""
+    kv_new, kv_old = per_signal["kv"], per_signal["kv_legacy"]
+    pods = sorted(set().union(*per_signal.values(), *per_histogram.values()))
+    out: dict[tuple[str, str], PodMetrics] = {}
+    for pod in pods:
+        kv: MetricSample | None
+        kv_name: str | None
+        if pod in kv_new:
+            kv, kv_name = kv_new[pod], KV_METRIC
+        elif pod in kv_old:
+            kv, kv_name = kv_old[pod], KV_METRIC_LEGACY
+        else:
+            kv, kv_name = None, None
+        out[pod] = PodMetrics(
+            waiting=per_signal["waiting"].get(pod),
+            running=per_signal["running"].get(pod),
+            kv_cache_usage=kv,
+            kv_metric_name=kv_name,
+            completed_per_second=per_signal["completed"].get(pod),
+            prompt_tokens_per_second=per_signal["prompt_tokens"].get(pod),
+            generation_tokens_per_second=per_signal["generation_tokens"].get(pod),
+            ttft=per_histogram["ttft"].get(pod),
+            tpot=per_histogram["tpot"].get(pod),
+            queue_time=per_histogram["queue_time"].get(pod),
+        )
+    return out
+
+
 class PrometheusSource:
     """Instant queries against one Prometheus-compatible HTTP API.
 
@@ -249,7 +284,7 @@ class PrometheusSource:
     ) -> dict[tuple[str, str], PodMetrics]:
         """The signals of every vLLM pod in `namespaces`, keyed by (namespace, pod).
 
-        Sends exactly `len(SIGNALS)` instant queries (evaluated at `now` if given), or none
+        Sends exactly `QUERIES_PER_FETCH` instant queries (evaluated at `now` if given), or none
         if `namespaces` is empty. A pod appears if it has at least one of the metrics.
         """
         if isinstance(namespaces, str):
@@ -257,31 +292,13 @@ class PrometheusSource:
         if not namespaces:
             return {}
         per_signal: dict[str, dict[tuple[str, str], MetricSample]] = {}
+        per_histogram: dict[str, dict[tuple[str, str], LatencyHistogram]] = {}
         for key, promql in build_queries(namespaces, self._rate_window_seconds).items():
-            per_signal[key] = _per_pod(self.query(promql, now=now), key)
-
-        waiting, running = per_signal["waiting"], per_signal["running"]
-        kv_new, kv_old = per_signal["kv"], per_signal["kv_legacy"]
-        completed = per_signal["completed"]
-        pods = sorted(waiting.keys() | running.keys() | kv_new.keys() | kv_old.keys() | completed.keys())
-        out: dict[tuple[str, str], PodMetrics] = {}
-        for pod in pods:
-            kv: MetricSample | None
-            kv_name: str | None
-            if pod in kv_new:
-                kv, kv_name = kv_new[pod], KV_METRIC
-            elif pod in kv_old:
-                kv, kv_name = kv_old[pod], KV_METRIC_LEGACY
+            if key in HISTOGRAMS:
+                per_histogram[key] = _per_pod_histograms(self.query(promql, now=now), key)
             else:
-                kv, kv_name = None, None
-            out[pod] = PodMetrics(
-                waiting=waiting.get(pod),
-                running=running.get(pod),
-                kv_cache_usage=kv,
-                kv_metric_name=kv_name,
-                completed_per_second=completed.get(pod),
-            )
-        return out
+                per_signal[key] = _per_pod(self.query(promql, now=now), key)
+        return _pod_metrics(per_signal, per_histogram)
 
     def query(self, promql: str, now: float | None = None) -> list[Sample]:
         """One instant query (retried per the policy above), parsed with `parse_vector`."""

@@ -14,7 +14,7 @@ from autoscaler.adapters.prometheus.errors import (
     PrometheusBadResponse,
     PrometheusQueryError,
 )
-from autoscaler.policy.types import MetricSample
+from autoscaler.policy.types import LatencyHistogram, MetricSample
 
 _BODY_EXCERPT: Final = 300
 
@@ -32,7 +32,7 @@ MAX_POINTS_PER_SERIES: Final = 11_000  # Prometheus refuses a query_range with m
 
 @dataclass(frozen=True)
 class PodMetrics:
-    """The three signals of one pod; `None` = no series for the pod."""
+    """The signals of one pod; `None` = no series for the pod."""
 
     waiting: MetricSample | None
     running: MetricSample | None
@@ -41,6 +41,16 @@ class PodMetrics:
     # requests/s the pod finishes: rate(vllm:request_success_total[window]) summed over engines
     # and finished reasons; timestamp = its latest counter sample
     completed_per_second: MetricSample | None = None
+    # tokens/s the pod processes: rate(vllm:prompt_tokens_total[window]) and
+    # rate(vllm:generation_tokens_total[window]) summed over engines
+    prompt_tokens_per_second: MetricSample | None = None
+    generation_tokens_per_second: MetricSample | None = None
+    # latency histograms over the window (bucket rates summed over engines): time to first
+    # token; per-request TPOT (vllm:request_time_per_output_token_seconds, else the per-token
+    # vllm:time_per_output_token_seconds of vLLM < 0.11); time in the queue
+    ttft: LatencyHistogram | None = None
+    tpot: LatencyHistogram | None = None
+    queue_time: LatencyHistogram | None = None
 
 
 # --------------------------------------------------------------------------- pure parsing

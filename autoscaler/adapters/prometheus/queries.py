@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from autoscaler.adapters.prometheus.errors import PrometheusBadResponse
 from autoscaler.adapters.prometheus.parsing import Sample
 from autoscaler.adapters.prometheus.promql import quote_string, regex_matcher
-from autoscaler.policy.types import MetricSample
+from autoscaler.policy.types import LatencyHistogram, MetricSample
 
 _LOG = logging.getLogger(__name__)
 
@@ -20,6 +21,15 @@ COMPLETED_METRIC: Final = "vllm:request_success_total"  # counter, label finishe
 RUNNING_METRIC: Final = "vllm:num_requests_running"
 KV_METRIC: Final = "vllm:kv_cache_usage_perc"  # vLLM >= 0.9.2
 KV_METRIC_LEGACY: Final = "vllm:gpu_cache_usage_perc"  # deprecated 0.9.2, removed 0.12.0
+PROMPT_TOKENS_METRIC: Final = "vllm:prompt_tokens_total"  # counter
+GENERATION_TOKENS_METRIC: Final = "vllm:generation_tokens_total"  # counter
+TTFT_METRIC: Final = "vllm:time_to_first_token_seconds"  # histogram
+TPOT_METRIC: Final = "vllm:request_time_per_output_token_seconds"  # histogram, per request, vLLM >= 0.11
+TPOT_METRIC_LEGACY: Final = "vllm:time_per_output_token_seconds"  # histogram, per token; removed by 0.16
+QUEUE_TIME_METRIC: Final = "vllm:request_queue_time_seconds"  # histogram, time in WAITING
+
+MAX_HISTOGRAM_BUCKETS: Final = 64
+"""Buckets of one pod's histogram (vLLM has at most 22): a pod with more gets None."""
 
 FIELD_LABEL: Final = "vqa_field"  # tags each result series as "value" or "timestamp"
 _VALUE: Final = "value"
@@ -32,7 +42,20 @@ SIGNALS: Final[Mapping[str, tuple[str, str]]] = {
     "kv": (KV_METRIC, "max"),
     "kv_legacy": (KV_METRIC_LEGACY, "max"),
     "completed": (COMPLETED_METRIC, "rate"),
+    "prompt_tokens": (PROMPT_TOKENS_METRIC, "rate"),
+    "generation_tokens": (GENERATION_TOKENS_METRIC, "rate"),
 }
+
+# histogram key -> histogram families, by preference per pod (a pod with a series of the first
+# family gets that one, else the next)
+HISTOGRAMS: Final[Mapping[str, tuple[str, ...]]] = {
+    "ttft": (TTFT_METRIC,),
+    "tpot": (TPOT_METRIC, TPOT_METRIC_LEGACY),
+    "queue_time": (QUEUE_TIME_METRIC,),
+}
+
+QUERIES_PER_FETCH: Final = len(SIGNALS) + len(HISTOGRAMS)
+"""Instant queries of one `fetch()`, whatever the number of namespaces, targets and pods."""
 
 # --------------------------------------------------------------------------- queries
 
@@ -47,7 +70,8 @@ def _signal_query(metric: str, aggregation: str, namespace_matcher: str, rate_wi
     series = "namespace, pod, engine"
     per_engine = f"max by ({series}) ({selector})"
     if aggregation == "rate":
-        series = "namespace, pod, engine, finished_reason"
+        if metric == COMPLETED_METRIC:
+            series = "namespace, pod, engine, finished_reason"
         value = f"sum by (namespace, pod) (max by ({series}) (rate({selector}[{rate_window}])))"
     elif aggregation == "sum":
         value = f"sum by (namespace, pod) ({per_engine})"
@@ -63,13 +87,45 @@ def _signal_query(metric: str, aggregation: str, namespace_matcher: str, rate_wi
     return f"{_tag(value, _VALUE)} or {_tag(timestamp, _TIMESTAMP)}"
 
 
+def _histogram_parts(family: str, matcher: str, rate_window: str) -> tuple[str, str]:
+    """(value, timestamp) expressions of one histogram family: per pod and `le`, the bucket
+    rates summed over engines (the max over duplicated series of one engine first); per pod, the
+    oldest engine's latest `+Inf` bucket sample time."""
+    buckets = f"{family}_bucket{{{matcher}}}"
+    value = f"sum by (namespace, pod, le) (max by (namespace, pod, engine, le) (rate({buckets}[{rate_window}])))"
+    inf_bucket = f'{family}_bucket{{{matcher}, le="+Inf"}}'
+    timestamp = f"min by (namespace, pod) (max by (namespace, pod, engine) (timestamp({inf_bucket})))"
+    return value, timestamp
+
+
+def _histogram_query(families: Sequence[str], matcher: str, rate_window: str) -> str:
+    """One query for a histogram whatever the number of pods: the first family a pod has
+    (by presence of its `+Inf` bucket series), `or`-ed per (namespace, pod)."""
+    value, timestamp = _histogram_parts(families[0], matcher, rate_window)
+    newer_stamps = timestamp
+    for family in families[1:]:
+        old_value, old_timestamp = _histogram_parts(family, matcher, rate_window)
+        value = f"{value} or on (namespace, pod) ({old_value} unless on (namespace, pod) {newer_stamps})"
+        timestamp = f"{timestamp} or {old_timestamp}"
+        newer_stamps = f"({timestamp})"
+    return f"{_tag(value, _VALUE)} or {_tag(timestamp, _TIMESTAMP)}"
+
+
+def _all_queries(matcher: str, rate_window_seconds: int) -> dict[str, str]:
+    window = f"{rate_window_seconds}s"
+    queries = {key: _signal_query(metric, agg, matcher, window) for key, (metric, agg) in SIGNALS.items()}
+    queries.update({key: _histogram_query(families, matcher, window) for key, families in HISTOGRAMS.items()})
+    return queries
+
+
 def _check_rate_window(seconds: int) -> None:
     if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
         raise ValueError(f"rate_window_seconds must be a positive integer, got {seconds!r}")
 
 
 def build_queries(namespaces: Sequence[str], rate_window_seconds: int = 60) -> dict[str, str]:
-    """The PromQL of one fetch, keyed like `SIGNALS`. Pure; raises ValueError on no/empty namespace."""
+    """The PromQL of one fetch, keyed like `SIGNALS` then `HISTOGRAMS`. Pure; raises ValueError
+    on no/empty namespace."""
     _check_rate_window(rate_window_seconds)
     if isinstance(namespaces, str):
         raise TypeError("namespaces must be a sequence of names, not a string")
@@ -78,9 +134,7 @@ def build_queries(namespaces: Sequence[str], rate_window_seconds: int = 60) -> d
     for ns in namespaces:
         if not isinstance(ns, str) or not ns:
             raise ValueError(f"invalid namespace {ns!r}")
-    matcher = regex_matcher("namespace", namespaces)
-    window = f"{rate_window_seconds}s"
-    return {key: _signal_query(metric, agg, matcher, window) for key, (metric, agg) in SIGNALS.items()}
+    return _all_queries(regex_matcher("namespace", namespaces), rate_window_seconds)
 
 
 def build_target_queries(namespace: str, pod_regex: str, rate_window_seconds: int = 60) -> dict[str, str]:
@@ -94,8 +148,7 @@ def build_target_queries(namespace: str, pod_regex: str, rate_window_seconds: in
     if not isinstance(pod_regex, str) or not pod_regex:
         raise ValueError(f"invalid pod regex {pod_regex!r}")
     matcher = f"{regex_matcher('namespace', [namespace])}, pod=~{quote_string(pod_regex)}"
-    window = f"{rate_window_seconds}s"
-    return {key: _signal_query(metric, agg, matcher, window) for key, (metric, agg) in SIGNALS.items()}
+    return _all_queries(matcher, rate_window_seconds)
 
 
 def _per_pod(samples: list[Sample], what: str) -> dict[tuple[str, str], MetricSample]:
@@ -137,4 +190,97 @@ def _per_pod(samples: list[Sample], what: str) -> dict[tuple[str, str], MetricSa
         if not math.isfinite(ts):
             raise PrometheusBadResponse(f"{what}: sample timestamp {ts!r} of {key[0]}/{key[1]} is not finite")
         out[key] = MetricSample(value=value, timestamp=ts)
+    return out
+
+
+_LE_RE: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+
+
+def _parse_le(raw: str | None) -> float | None:
+    """A bucket's upper bound as Prometheus clients write it ("+Inf", "1", "1.0", "2.5e+00"),
+    or None when it is none of these (or negative, or NaN)."""
+    if raw in ("+Inf", "Inf"):
+        return math.inf
+    if raw is None or not _LE_RE.match(raw):
+        return None
+    bound = float(raw)
+    return bound if bound >= 0 else None
+
+
+def _buckets_of(raw: Sequence[tuple[str | None, float]]) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """Bounds (ascending, ending at +Inf) and cumulative rates of one pod's bucket series, or
+    None when they cannot be a histogram: an `le` that is no bound, too many buckets, no +Inf.
+    Two spellings of one bound ("1" and "1.0", from two engines) add up, as engines do."""
+    if len(raw) > MAX_HISTOGRAM_BUCKETS:
+        return None
+    by_bound: dict[float, float] = {}
+    for le, rate in raw:
+        bound = _parse_le(le)
+        if bound is None:
+            return None
+        by_bound[bound] = by_bound.get(bound, 0.0) + rate
+    if math.inf not in by_bound:
+        return None
+    bounds = tuple(sorted(by_bound))
+    return bounds, tuple(by_bound[b] for b in bounds)
+
+
+def histogram_from_buckets(
+    buckets: Sequence[tuple[str | None, float]], timestamp: float
+) -> LatencyHistogram | None:
+    """The histogram of one pod's (le, rate) bucket series at one instant, or None when they
+    cannot be one (see `_buckets_of`). Shared by `fetch()` and `autoscaler record`."""
+    parsed = _buckets_of(buckets)
+    return None if parsed is None else LatencyHistogram(parsed[0], parsed[1], timestamp)
+
+
+def _pod_key(labels: dict[str, str]) -> tuple[str, str] | None:
+    ns, pod = labels.get("namespace", ""), labels.get("pod", "")
+    return (ns, pod) if ns and pod else None
+
+
+def _histogram_halves(
+    samples: list[Sample], what: str
+) -> tuple[dict[tuple[str, str], list[tuple[str | None, float]]], dict[tuple[str, str], float]]:
+    """The (le, rate) bucket series and the sample timestamp of each pod of one histogram query."""
+    buckets: dict[tuple[str, str], list[tuple[str | None, float]]] = {}
+    stamps: dict[tuple[str, str], float] = {}
+    for labels, value, _eval_time in samples:
+        field = labels.get(FIELD_LABEL)
+        if field not in (_VALUE, _TIMESTAMP):
+            raise PrometheusBadResponse(f"{what}: series without a valid {FIELD_LABEL} label: {labels}")
+        key = _pod_key(labels)
+        if key is None:
+            continue
+        if field == _VALUE:
+            buckets.setdefault(key, []).append((labels.get("le"), value))
+            continue
+        if key in stamps:
+            raise PrometheusBadResponse(f"{what}: two timestamp series for pod {key[0]}/{key[1]}")
+        if not math.isfinite(value):
+            raise PrometheusBadResponse(f"{what}: sample timestamp {value!r} of {key[0]}/{key[1]} is not finite")
+        stamps[key] = value
+    return buckets, stamps
+
+
+def _per_pod_histograms(samples: list[Sample], what: str) -> dict[tuple[str, str], LatencyHistogram]:
+    """Join the tagged bucket-rate/timestamp series of one histogram query into a histogram per
+    pod. A pod needs both halves (as in `_per_pod`). A pod whose buckets cannot be a histogram
+    (see `_buckets_of`) is left out (None, never zero) and logged; rates that are NaN or
+    decreasing are kept: the histogram's `health()` says NAN."""
+    buckets, stamps = _histogram_halves(samples, what)
+    out: dict[tuple[str, str], LatencyHistogram] = {}
+    malformed = 0
+    for key, raw in buckets.items():
+        stamp = stamps.get(key)
+        if stamp is None:
+            continue
+        histogram = histogram_from_buckets(raw, stamp)
+        if histogram is None:
+            malformed += 1
+            continue
+        out[key] = histogram
+    if malformed:
+        _LOG.warning("%s: %d pods whose buckets are no histogram (bad le, no +Inf, over %d buckets): absent",
+                     what, malformed, MAX_HISTOGRAM_BUCKETS)
     return out
