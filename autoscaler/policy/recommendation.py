@@ -75,13 +75,15 @@ def wait_for_capacity_in_flight(
 ) -> Recommendation:
     """Step 5 on the recommendation (`cap_for_in_flight`): while pods are on their way, a
     scale-up goes no higher than the plan or the demand now. Capped to the current replicas,
-    it is a hold.
+    it is a hold. The SLO's demand now is its replicas without the headroom: the headroom is
+    growth within one lead time, which the pods in flight are already answering.
 
     Worked example: current 9, plan 9, 7 pods loading, growth ratio 1.5; recommendation 15.
     Demand now 10: 10. Demand now 8: 9, the current replicas: hold (capacity in flight).
     """
     capped = cap_for_in_flight(
-        rec.replicas, whole_replicas(max(sizing.demand_replicas, sizing.slo_replicas)), planned, current, flight,
+        rec.replicas, whole_replicas(max(sizing.demand_replicas, sizing.slo.base_replicas if sizing.slo else 0.0)),
+        planned, current, flight,
         policy.forecast_max_growth_ratio,
     )
     if capped >= rec.replicas:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from autoscaler.policy import Clamp, LeadTimeState, MetricSample, PodStage, PodStartup, PolicyParams, SampleHealth
@@ -45,7 +47,8 @@ from autoscaler.policy.recommendation import (
 from autoscaler.policy.rollout import counted_in_flight, hold_for_rollout
 from autoscaler.policy.sizing import Sizing, read_demand, size
 from autoscaler.policy.stabilize import stabilize
-from autoscaler.policy.types import Observation, PolicyState, Reason
+from autoscaler.policy.slo_capacity import SloSignal
+from autoscaler.policy.types import Observation, PolicyState, Reason, SloState
 
 from .builders import flying, obs, pod, pods
 
@@ -634,6 +637,25 @@ def test_wait_for_capacity_in_flight(demand_now: float, expected: Recommendation
         tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(7)), LEAD, 2000.0
     )
     assert wait_for_capacity_in_flight(Recommendation(15), sizing(demand_now), 9, 9, flight, P) == expected
+
+
+@pytest.mark.parametrize(
+    ("slo_base", "expected"),
+    [
+        # The SLO asks for 14 with its headroom, 8 without: the 8 is its demand now, at the plan:
+        # hold at 9 (the headroom is growth the 7 pods in flight already answer).
+        (8.0, Recommendation(9, Reason.HOLD_CAPACITY_IN_FLIGHT)),
+        (10.0, Recommendation(10)),  # the SLO's demand now outgrows the current 9: 10
+    ],
+)
+def test_wait_for_capacity_in_flight_reads_the_slo_without_headroom(slo_base: float, expected: Recommendation) -> None:
+    flight = assess_in_flight(
+        tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(7)), LEAD, 2000.0
+    )
+    slo = SloSignal(14.0, slo_base, 1.0, 1.0, (1.0, 1.0), False, 2.0, None, None, None, False, 1.75, False, 1.0,
+                    SloState())
+    with_slo = dataclasses.replace(sizing(5.0), slo=slo)
+    assert wait_for_capacity_in_flight(Recommendation(15), with_slo, 9, 9, flight, P) == expected
 
 
 # --- step 8: rollout in progress ------------------------------------------------------------------------
