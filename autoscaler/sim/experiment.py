@@ -304,7 +304,7 @@ def _check_params(sc: Scenario, extra: dict[str, Any], where: str) -> None:
     """queue-lead's PolicyParams (the scenario's min/max replicas and SLO (its TTFT and TPOT; the
     length-aware slope needs the profile: `build`), the `queue_lead` overrides, plus `extra`) must
     validate, with a one-line error naming the key."""
-    slo = SloParams(ttft_seconds=sc.slo.ttft_s, tpot_seconds=sc.slo.tpot_s)
+    slo = {"ttft_seconds": sc.slo.ttft_s, "tpot_seconds": sc.slo.tpot_s}
     try:
         PolicyParams(**{"min_replicas": sc.min_replicas, "max_replicas": sc.max_replicas, "slo": slo,
                         **sc.queue_lead, **extra})
