@@ -52,7 +52,9 @@ vllm/v1/metrics/loggers.py `PrometheusStatLogger.record`; vllm-project/vllm at 2
   emitted: the tokens of finished requests plus the whole tokens emitted so far by those still
   on the replica (decode progress is fluid within a tick; the counter takes its floor).
 * `vllm:time_to_first_token_seconds`: observed when the first token comes out (TTFT = first
-  token - arrival, the value `Finished.ttft` reports), bounds `TTFT_BOUNDS`;
+  token - arrival, the value `Finished.ttft` reports and the SLO judges: it includes the
+  profile's `ttft_overhead_s`, HTTP and templating, which vLLM's own clock, started when the
+  frontend takes the request, partly leaves out), bounds `TTFT_BOUNDS`;
 * `vllm:request_time_per_output_token_seconds`: observed when the request finishes, its mean
   TPOT (decode time / (tokens - 1), 0 for a one-token request, as 0.12 observes it), bounds
   `TPOT_BOUNDS`;
