@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -105,9 +106,9 @@ _TPOT_LE = (*TPOT_BOUNDS, math.inf)
 _QUEUE_LE = (*QUEUE_BOUNDS, math.inf)
 
 
-@dataclass(frozen=True)
-class SloSignals:
-    """One pod's rates over the window of vLLM's token counters and latency histograms."""
+class SloSignals(NamedTuple):
+    """One pod's rates over the window of vLLM's token counters and latency histograms (a
+    NamedTuple: built for every ready pod at every decision)."""
 
     prompt_tokens_per_second: float | None = None
     generation_tokens_per_second: float | None = None
@@ -139,6 +140,7 @@ class Cluster:
         self.max_nodes = max_nodes
         self.scrape_s = scrape_s
         self.rate_window_s = rate_window_s
+        self.slo_signals = True  # scrape and show vLLM's token counters and histograms (`set_slo_signals`)
         self._counter = 0
         self.spec = initial_replicas
         self.failed = Finished.empty()
@@ -313,14 +315,15 @@ class Cluster:
     def scrape(self, now: float) -> None:
         eng = self.engine
         w, r, kv = eng.waiting(), eng.running(), eng.kv_usage()
-        counters = eng.counters()
+        counters = eng.counters() if self.slo_signals else None
         for pod in self.pods:
             if pod.ready is None or pod.slot is None or pod.deleted is not None:
                 continue
             s = pod.slot
             pod.scraped = (now, float(w[s]), float(r[s]), float(kv[s]))
             pod.samples.append((now, float(eng.completed[s])))
-            pod.counters.append((now, counters[s].copy()))
+            if counters is not None:
+                pod.counters.append((now, counters[s].copy()))
 
     def _rate(self, pod: Pod) -> float | None:
         """rate(vllm:request_success_total[window]): (last - first) / (t_last - t_first) over the
@@ -333,6 +336,13 @@ class Cluster:
             return None
         (t0, c0), (t1, c1) = inside[0], inside[-1]
         return (c1 - c0) / (t1 - t0) if t1 > t0 else None
+
+    def set_slo_signals(self, on: bool) -> None:
+        """Whether the engine records vLLM's token counters and latency histograms and the view
+        shows their rates; off for a policy that never reads them (the baselines: their results
+        are the same either way, tests/sim/test_slo_signals.py), which saves ~10 % of a run."""
+        self.slo_signals = on
+        self.engine.export_counters = on
 
     def _window(self, pod: Pod) -> SloSignals:
         """rate(x[window]) of each of the pod's vLLM counters and histogram buckets, as `_rate`
@@ -348,14 +358,11 @@ class Cluster:
             first = sample
         if first[0] >= t_last:
             return _NO_SIGNALS
-        rate = (last - first[1]) / (t_last - first[0])
+        rate: list[float] = ((last - first[1]) * (1.0 / (t_last - first[0]))).tolist()
         c = COUNTER_COLUMNS
-
-        def hist(bounds: tuple[float, ...], cols: slice) -> LatencyHistogram:
-            return LatencyHistogram(bounds, tuple(rate[cols].tolist()), t_last)
-
-        return SloSignals(float(rate[c.prompt]), float(rate[c.generation]), hist(_TTFT_LE, c.ttft),
-                          hist(_TPOT_LE, c.tpot), hist(_QUEUE_LE, c.queue))
+        return SloSignals(rate[c.prompt], rate[c.generation], LatencyHistogram(_TTFT_LE, tuple(rate[c.ttft]), t_last),
+                          LatencyHistogram(_TPOT_LE, tuple(rate[c.tpot]), t_last),
+                          LatencyHistogram(_QUEUE_LE, tuple(rate[c.queue]), t_last))
 
     def view(self, now: float) -> ClusterView:
         out = self.engine.outstanding()

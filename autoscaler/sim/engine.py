@@ -183,6 +183,7 @@ class Engine:
         self._first_pending: list[tuple[F, I, I, F, F]] = []
         # ... and finished requests' (slot, output tokens, TPOT, queue time)
         self._fin_pending: list[tuple[I, I, F, F]] = []
+        self.export_counters = True  # False: record none of them (no policy reads them; cheaper)
 
     # ------------------------------------------------------------------ gauges
     def waiting(self) -> I:
@@ -399,7 +400,8 @@ class Engine:
                            out_tokens=outs, end=end, in_tokens=self.r_in[done])
             slots = self.r_slot[done]
             self.completed += np.bincount(slots, minlength=n)
-            self._fin_pending.append((slots, outs, tpot, wait))  # vLLM observes TPOT, queue time at finish
+            if self.export_counters:  # vLLM observes TPOT and queue time at finish
+                self._fin_pending.append((slots, outs, tpot, wait))
             self._keep_running(~done)
         self._preempt_if_full()
         return fin
@@ -472,7 +474,8 @@ class Engine:
         tok = finish + self._step[s]  # the step that completes the prefill emits a token
         new_first = np.where(fresh, tok, first)
         # vLLM counts a first token, its TTFT and the prompt when it comes out (the fresh ones)
-        self._first_pending.append((tok, s, n_in, arr, first))
+        if self.export_counters:
+            self._first_pending.append((tok, s, n_in, arr, first))
         new_gen = np.where(fresh, 1.0, gen)
         self._adm += idx.size
         adm = self._adm - idx.size + np.arange(idx.size, dtype=np.int64)

@@ -18,13 +18,12 @@ import pytest
 from autoscaler.baselines.view import ClusterView, view_observation
 from autoscaler.policy.params import SloParams
 from autoscaler.policy.types import SampleHealth
-from autoscaler.sim import cluster as cluster_mod
 from autoscaler.sim.cluster import Cluster
 from autoscaler.sim.engine import COUNTER_COLUMNS as C
 from autoscaler.sim.engine import QUEUE_BOUNDS, TPOT_BOUNDS, TTFT_BOUNDS, Engine, Finished
 from autoscaler.sim.experiment import REPO, Scenario, SloSpec, build, prepare
 from autoscaler.sim.profile import load_profile
-from autoscaler.sim.runner import RunResult, run
+from autoscaler.sim.runner import RunResult, policy_hooks, run
 
 I64 = np.int64
 P = load_profile("qwen3-8b-h100")
@@ -299,13 +298,46 @@ def test_results_are_those_of_before_the_slo_signals(regress: Any, name: str) ->
 
 
 @pytest.mark.parametrize("name", ["keda", "hpa"])
-def test_baselines_decide_the_same_without_the_slo_signals(regress: Any, name: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    with_signals = _result(regress, name)
-    monkeypatch.setattr(Cluster, "_window", lambda self, pod: cluster_mod._NO_SIGNALS)
-    without = _result(regress, name)
+def test_baselines_decide_the_same_with_the_slo_signals(regress: Any, name: str) -> None:
+    """The registry's baselines declare they never read the signals (the fleet then records none);
+    forced to get them, they decide exactly the same."""
+    pol, cfg = build(regress, name, None)
+    assert policy_hooks(pol).reads_slo_signals is False
+    without = run(regress.trace, regress.profile, pol, replace(cfg, startup="fixed"))
+    pol, cfg = build(regress, name, None)
+    pol.reads_slo_signals = True  # type: ignore[attr-defined]
+    seen: list[ClusterView] = []
+    decide = pol.decide
+
+    def spy(view: ClusterView, now: float) -> int:
+        seen.append(view)
+        return decide(view, now)
+
+    pol.decide = spy  # type: ignore[method-assign]
+    with_signals = run(regress.trace, regress.profile, pol, replace(cfg, startup="fixed"))
+    assert any(p.ttft is not None for v in seen for p in v.ready)
     assert (with_signals.slo_attainment, with_signals.gpu_hours_nodes, with_signals.series) == (
         without.slo_attainment, without.gpu_hours_nodes, without.series)
+
+
+def test_queue_lead_and_unregistered_policies_get_the_signals_baselines_do_not(regress: Any) -> None:
+    ql, _ = build(regress, "queue-lead", None)
+    assert policy_hooks(ql).reads_slo_signals and policy_hooks(_Watch()).reads_slo_signals
+    for name in ("keda", "static", "oracle", "hpa-queue"):
+        assert policy_hooks(build(regress, name, None)[0]).reads_slo_signals is False
+    with pytest.raises(TypeError, match="reads_slo_signals"):
+        policy_hooks(type("Bad", (_Watch,), {"reads_slo_signals": 1})())
+
+
+def test_without_slo_signals_the_fleet_records_none() -> None:
+    cl = Cluster(P, 1, 4)
+    cl.set_slo_signals(False)
+    cl.route(np.arange(20, dtype=np.float64) * 0.1, np.full(20, 100, dtype=I64), np.full(20, 5, dtype=I64))
+    for k in range(5):
+        cl.engine.step(float(k), 1.0)
+        cl.scrape(float(k))
+    assert not cl.pods[0].counters and not cl.engine.counters().any()
+    assert cl.view(5.0).ready[0].ttft is None and cl.view(5.0).ready[0].completed_per_second is not None
 
 
 def test_pod_counter_samples_are_bounded() -> None:
