@@ -340,7 +340,9 @@ class Cluster:
     def set_slo_signals(self, on: bool) -> None:
         """Whether the engine records vLLM's token counters and latency histograms and the view
         shows their rates; off for a policy that never reads them (the baselines: their results
-        are the same either way, tests/sim/test_slo_signals.py), which saves ~10 % of a run."""
+        are the same either way, tests/sim/test_slo_signals.py). On, they cost ~40 ns per
+        observation at each scrape and ~6 us per ready pod per decision: 10-20 % of a run's CPU
+        (more on a busy fleet: 1,100 requests/s, 47 pods, +17 %)."""
         self.slo_signals = on
         self.engine.export_counters = on
 

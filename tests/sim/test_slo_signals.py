@@ -343,3 +343,17 @@ def test_without_slo_signals_the_fleet_records_none() -> None:
 def test_pod_counter_samples_are_bounded() -> None:
     cl = Cluster(P, 1, 4)
     assert isinstance(cl.pods[0].counters, deque) and cl.pods[0].counters.maxlen == 64
+
+
+@pytest.mark.parametrize("n", [10, 5000])
+def test_buckets_are_prometheus_le_buckets_on_and_between_the_bounds(n: int) -> None:
+    """An observation equal to a bound falls in that bound's bucket (`le`), above the last finite
+    bound in +Inf; the branch-free count used for big batches agrees with the binary search."""
+    from autoscaler.sim.engine import _bucket
+
+    b = np.array(TTFT_BOUNDS)
+    rng = np.random.default_rng(1)
+    x = np.concatenate((b, [0.0, np.inf, 1e4], rng.lognormal(0.0, 3.0, n)))
+    got = _bucket(b, x)
+    assert got.tolist() == np.searchsorted(b, x, side="left").tolist()
+    assert got[: b.size].tolist() == list(range(b.size)) and got[b.size: b.size + 3].tolist() == [0, b.size, b.size]
