@@ -18,6 +18,7 @@ from autoscaler.policy import (
     PodStartup,
     ReadyPod,
 )
+from autoscaler.policy.types import LatencyHistogram
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,13 @@ class PodMetrics:
     created: float
     scheduled: float | None
     ready: float
+    # vLLM's token counters and latency histograms as rates over the rate window (None until the
+    # pod has two scrapes in it; a source that does not give them leaves them None)
+    prompt_tokens_per_second: float | None = None  # rate(vllm:prompt_tokens_total[w])
+    generation_tokens_per_second: float | None = None  # rate(vllm:generation_tokens_total[w])
+    ttft: LatencyHistogram | None = None  # rate(vllm:time_to_first_token_seconds_bucket[w]) by le
+    tpot: LatencyHistogram | None = None  # ... vllm:request_time_per_output_token_seconds_bucket
+    queue_time: LatencyHistogram | None = None  # ... vllm:request_queue_time_seconds_bucket
 
 
 @dataclass(frozen=True)
@@ -55,8 +63,10 @@ class ClusterView:
 
 def view_observation(view: ClusterView) -> Observation:
     """What the live loop would observe of this view (autoscaler/controller/observe.py): per ready pod its
-    scraped gauges with their sample time, the pods in flight with stage and timestamps, the
-    free GPUs. queue-lead's `decide()` and the HPA model (`autoscaler.baselines.hpa`) read it."""
+    scraped gauges with their sample time, the token rates and latency histograms of the SLO
+    signals (the histograms carry their own sample time), the pods in flight with stage and
+    timestamps, the free GPUs. queue-lead's `decide()` and the HPA model
+    (`autoscaler.baselines.hpa`) read it."""
     ready = []
     for p in view.ready:
         ts = p.sample_t if p.sample_t is not None else 0.0
@@ -67,6 +77,11 @@ def view_observation(view: ClusterView) -> Observation:
             kv_cache_usage=MetricSample(p.kv, ts) if p.kv is not None else None,
             startup=PodStartup(p.created, p.scheduled, p.ready),
             completed_per_second=MetricSample(p.completed_per_second, ts) if p.completed_per_second is not None else None,
+            prompt_tokens_per_second=(MetricSample(p.prompt_tokens_per_second, ts)
+                                      if p.prompt_tokens_per_second is not None else None),
+            generation_tokens_per_second=(MetricSample(p.generation_tokens_per_second, ts)
+                                          if p.generation_tokens_per_second is not None else None),
+            ttft=p.ttft, tpot=p.tpot, queue_time=p.queue_time,
         ))
     flight = tuple(PodInFlight(f.name, f.stage, PodStartup(f.created, f.scheduled)) for f in view.in_flight)
     return Observation(spec_replicas=view.spec_replicas, ready_pods=tuple(ready), pods_in_flight=flight,

@@ -244,7 +244,13 @@ def counterfactual(recording: Recording, recorded_policy: Any, candidates: list[
 class RecordingPolicy:
     """Wraps a simulator policy and records, at each of its decisions, the Step a recorder
     would have captured from the simulated fleet's scraped metrics: a recording of the
-    simulator's own metrics, to measure the fidelity of the rebuild."""
+    simulator's own metrics, to measure the fidelity of the rebuild.
+
+    The demand's token rates are the fleet's own (the sum over ready pods of
+    rate(vllm:prompt_tokens_total) and rate(vllm:generation_tokens_total), as the recorder's
+    queries) once every ready pod reports them; before (a pod younger than two scrapes) they
+    are the finished requests/s times `mean_lengths`. The pods' latency histograms are in the
+    view but not in the recording: `RecordedPod` has no field for them yet (recording format 1)."""
 
     def __init__(self, inner: Policy, mean_lengths: tuple[float, float]) -> None:
         self.inner = inner
@@ -267,10 +273,15 @@ class RecordingPolicy:
         for f in view.in_flight:
             pods.append(RecordedPod(f.name, False, f.stage, created=f.created, scheduled=f.scheduled))
         rps = sum(p.completed_per_second or 0.0 for p in view.ready)
+        prompt_tps, gen_tps = rps * self.mean_in, rps * self.mean_out
+        if view.ready and all(p.prompt_tokens_per_second is not None and p.generation_tokens_per_second is not None
+                              for p in view.ready):
+            prompt_tps = sum(p.prompt_tokens_per_second or 0.0 for p in view.ready)
+            gen_tps = sum(p.generation_tokens_per_second or 0.0 for p in view.ready)
         self.steps.append(Step(t=now, spec=view.spec_replicas, ready=len(view.ready),
                                pods=tuple(sorted(pods, key=lambda p: p.name)),
-                               demand={"requests_per_second": rps, "prompt_tokens_per_second": rps * self.mean_in,
-                                       "generation_tokens_per_second": rps * self.mean_out}))
+                               demand={"requests_per_second": rps, "prompt_tokens_per_second": prompt_tps,
+                                       "generation_tokens_per_second": gen_tps}))
         return self.inner.decide(view, now)
 
     def recording(self, namespace: str = "sim", deployment: str = "sim") -> Recording:

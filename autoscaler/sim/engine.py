@@ -39,6 +39,33 @@ It exports what vLLM exports: per replica `num_requests_waiting`, `num_requests_
 `kv_cache_usage_perc` (used blocks / total) and the `request_success_total` counter; and per
 finished request its queue wait (arrival -> first scheduled), TTFT and TPOT
 ((end - first token) / (output tokens - 1), the definition of `vllm bench serve`).
+
+Per replica it also keeps the counters and histograms vLLM V1's Prometheus logger exports
+(`counters()`, one row per slot, columns `COUNTER_COLUMNS`), as vLLM 0.12 computes them
+(vllm/v1/metrics/stats.py `IterationStats.update_from_output` / `update_from_finished_request`,
+vllm/v1/metrics/loggers.py `PrometheusStatLogger.record`; vllm-project/vllm at 28ed1fb87ed5):
+
+* `vllm:prompt_tokens_total`: a request's whole prompt (`prompt_len`), counted once, in the
+  iteration that emits its first token (`is_prefilling` and a new token), not per prefill chunk;
+  a preempted request's recomputation is not counted again.
+* `vllm:generation_tokens_total`: every emitted token (`len(output.new_token_ids)`), as it is
+  emitted: the tokens of finished requests plus the whole tokens emitted so far by those still
+  on the replica (decode progress is fluid within a tick; the counter takes its floor).
+* `vllm:time_to_first_token_seconds`: observed when the first token comes out (TTFT = first
+  token - arrival, the value `Finished.ttft` reports and the SLO judges: it includes the
+  profile's `ttft_overhead_s`, HTTP and templating, which vLLM's own clock, started when the
+  frontend takes the request, partly leaves out), bounds `TTFT_BOUNDS`;
+* `vllm:request_time_per_output_token_seconds`: observed when the request finishes, its mean
+  TPOT (decode time / (tokens - 1), 0 for a one-token request, as 0.12 observes it), bounds
+  `TPOT_BOUNDS`;
+* `vllm:request_queue_time_seconds`: observed when it finishes, QUEUED -> first SCHEDULED
+  (`Finished.wait`; a preemption does not restart it), bounds `QUEUE_BOUNDS`
+  (`request_latency_buckets`).
+
+Recording is cheap: a step only keeps references to arrays it has built anyway (the admitted
+requests' first-token times, the finished requests' TPOT and queue time); `counters()` (a
+scrape, every 15 s) bins them in one batch, a `searchsorted` into ~20 bounds and a `bincount`
+per histogram; a first token not out yet by the engine's clock waits for the next scrape.
 """
 
 from __future__ import annotations
@@ -46,6 +73,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +86,34 @@ I = npt.NDArray[np.int64]
 _SEQ_BASE = 1 << 40  # waiting keys: slot * 2^41 + seq; fresh seqs above, preempted below
 _SLOT_SHIFT = 1 << 41
 _BIG = 1.0e6  # group offset for the per-replica running maximum (times are rebased to the tick)
+
+# vLLM 0.12.0 V1 histogram bounds (tests/data/vllm-metrics/vllm_metric_definitions_by_version.csv;
+# vllm/v1/metrics/loggers.py), the +Inf bucket implied
+TTFT_BOUNDS: tuple[float, ...] = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                  7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+TPOT_BOUNDS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                                  10.0, 20.0, 40.0, 80.0)
+QUEUE_BOUNDS: tuple[float, ...] = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                                   120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # request_latency_buckets
+
+
+class CounterColumns:
+    """Where each exported series sits in a row of `Engine.counters()`: the two token counters,
+    then each histogram's cumulative bucket counts (one per finite bound, then +Inf)."""
+
+    prompt: Final = 0
+    generation: Final = 1
+    ttft: Final = slice(2, 2 + len(TTFT_BOUNDS) + 1)
+    tpot: Final = slice(ttft.stop, ttft.stop + len(TPOT_BOUNDS) + 1)
+    queue: Final = slice(tpot.stop, tpot.stop + len(QUEUE_BOUNDS) + 1)
+    width: Final = queue.stop
+
+
+COUNTER_COLUMNS = CounterColumns()
+_MAX_PENDING = 256  # chunks of observations kept before they are counted without a scrape
+_TTFT_B = np.array(TTFT_BOUNDS)
+_TPOT_B = np.array(TPOT_BOUNDS)
+_QUEUE_B = np.array(QUEUE_BOUNDS)
 
 
 @dataclass
@@ -115,6 +171,19 @@ class Engine:
         self._ovf: dict[int, deque[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], F]]] = {}
         self.ovf_n = np.zeros(max_slots, dtype=np.int64)
         self._ovf_total = 0
+        # vLLM's per-replica counters and histograms (see the module docstring; `counters()`)
+        self._t = 0.0  # end of the last step: the engine's clock
+        self._prompt_tok = np.zeros(max_slots)  # prompt tokens of first tokens already out
+        self._gen_done = np.zeros(max_slots)  # output tokens of requests finished here
+        self._h_ttft = np.zeros((max_slots, len(TTFT_BOUNDS) + 1), dtype=np.int64)  # per bucket, not cumulative
+        self._h_tpot = np.zeros((max_slots, len(TPOT_BOUNDS) + 1), dtype=np.int64)
+        self._h_queue = np.zeros((max_slots, len(QUEUE_BOUNDS) + 1), dtype=np.int64)
+        # observations not yet counted (counted by `counters()`, a scrape, in batches):
+        # admissions' (first-token time, slot, prompt, arrival, first: NaN = fresh) ...
+        self._first_pending: list[tuple[F, I, I, F, F]] = []
+        # ... and finished requests' (slot, output tokens, TPOT, queue time)
+        self._fin_pending: list[tuple[I, I, F, F]] = []
+        self.export_counters = True  # False: record none of them (no policy reads them; cheaper)
 
     # ------------------------------------------------------------------ gauges
     def waiting(self) -> I:
@@ -141,6 +210,17 @@ class Engine:
         return int(self.w_slot.size + self.r_slot.size + self._ovf_total)
 
     def reset_slot(self, slot: int) -> None:
+        """A new pod takes the slot: its scheduler state and its exported counters start afresh
+        (first tokens the slot's previous pod never counted are dropped)."""
+        self._flush()
+        for h in (self._h_ttft, self._h_tpot, self._h_queue):
+            h[slot] = 0
+        self._prompt_tok[slot] = 0.0
+        self._gen_done[slot] = 0.0
+        if self._first_pending:
+            t, s, n_in, arr, first = self._first_pending[0]
+            keep = s != slot
+            self._first_pending = [(t[keep], s[keep], n_in[keep], arr[keep], first[keep])]
         self._pf_busy[slot] = 0.0
         self._pf_work[slot] = 0.0
         self._pf_pure[slot] = 0.0
@@ -268,6 +348,9 @@ class Engine:
         """Advance every replica from t to t + dt; the requests that finished (or were refused
         since the last step) come back."""
         fin = self._advance(t, dt)
+        self._t = t + dt
+        if len(self._fin_pending) + len(self._first_pending) > _MAX_PENDING:  # nobody scrapes: bound it
+            self._flush()
         rej = self._take_rejects()
         if rej is None:
             return fin
@@ -312,9 +395,13 @@ class Engine:
             outs = self.r_out[done]
             tpot = np.where(outs > 1, (end - first) / np.maximum(outs - 1, 1), 0.0)
             arr = self.r_arr[done]
-            fin = Finished(arrival=arr, ttft=first - arr, tpot=tpot, wait=self.r_wait[done],
+            wait = self.r_wait[done]
+            fin = Finished(arrival=arr, ttft=first - arr, tpot=tpot, wait=wait,
                            out_tokens=outs, end=end, in_tokens=self.r_in[done])
-            self.completed += np.bincount(self.r_slot[done], minlength=n)
+            slots = self.r_slot[done]
+            self.completed += np.bincount(slots, minlength=n)
+            if self.export_counters:  # vLLM observes TPOT and queue time at finish
+                self._fin_pending.append((slots, outs, tpot, wait))
             self._keep_running(~done)
         self._preempt_if_full()
         return fin
@@ -386,6 +473,9 @@ class Engine:
         np.add.at(self._pf_pure, s, pure)
         tok = finish + self._step[s]  # the step that completes the prefill emits a token
         new_first = np.where(fresh, tok, first)
+        # vLLM counts a first token, its TTFT and the prompt when it comes out (the fresh ones)
+        if self.export_counters:
+            self._first_pending.append((tok, s, n_in, arr, first))
         new_gen = np.where(fresh, 1.0, gen)
         self._adm += idx.size
         adm = self._adm - idx.size + np.arange(idx.size, dtype=np.int64)
@@ -429,6 +519,52 @@ class Engine:
         keep[v] = False
         self._keep_running(keep)
 
+    # ------------------------------------------------------------------ vLLM's counters
+    def _flush(self) -> None:
+        """Count what happened by the engine's clock: the finished requests (output tokens, TPOT
+        and queue time observed) and the first tokens out (TTFT observed, prompt counted)."""
+        n = self.n
+        if self._fin_pending:
+            parts = self._fin_pending
+            self._fin_pending = []
+            slots, outs, tpot, wait = parts[0] if len(parts) == 1 else (
+                np.concatenate([c[k] for c in parts]) for k in range(4))
+            self._gen_done += np.bincount(slots, weights=outs, minlength=n)
+            _bin(self._h_tpot, slots, _bucket(_TPOT_B, tpot))
+            _bin(self._h_queue, slots, _bucket(_QUEUE_B, wait))
+        if self._first_pending:
+            chunks = self._first_pending
+            t, s, n_in, arr, first = chunks[0] if len(chunks) == 1 else (
+                np.concatenate([c[k] for c in chunks]) for k in range(5))
+            fresh = np.isnan(first)
+            out = fresh & (t <= self._t)
+            if out.any():
+                so = s[out]
+                self._prompt_tok += np.bincount(so, weights=n_in[out], minlength=n)
+                _bin(self._h_ttft, so, _bucket(_TTFT_B, t[out] - arr[out]))
+            keep = fresh & ~out
+            self._first_pending = [(t[keep], s[keep], n_in[keep], arr[keep], first[keep])] if keep.any() else []
+
+    def counters(self) -> F:
+        """vLLM's counters per slot at the engine's clock (the end of the last step), one row per
+        slot, columns `COUNTER_COLUMNS`: prompt tokens, generation tokens, then the cumulative
+        bucket counts (`le` = each bound, then +Inf) of TTFT, TPOT and queue time. What a scrape
+        of each replica's /metrics would read (see the module docstring for each series)."""
+        self._flush()
+        c = COUNTER_COLUMNS
+        out = np.empty((self.n, c.width))
+        out[:, c.prompt] = self._prompt_tok
+        now = self._t
+        # tokens out so far of the requests still here: whole tokens, once the first one is out
+        r_tok = np.where(self.r_first <= now, np.minimum(np.floor(self.r_gen), self.r_out), 0.0)
+        w_tok = np.where(self.w_first <= now, self.w_gen, 0.0)  # preempted ones (fresh: nan, 0)
+        out[:, c.generation] = (self._gen_done + np.bincount(self.r_slot, weights=r_tok, minlength=self.n)
+                                + np.bincount(self.w_slot, weights=w_tok, minlength=self.n))
+        out[:, c.ttft] = np.cumsum(self._h_ttft, axis=1)
+        out[:, c.tpot] = np.cumsum(self._h_tpot, axis=1)
+        out[:, c.queue] = np.cumsum(self._h_queue, axis=1)
+        return out
+
     # ------------------------------------------------------------------ end of a pod
     def kill_slot(self, slot: int, now: float) -> Finished:
         """Drop everything on a replica (its drain grace ran out): the requests fail."""
@@ -451,3 +587,23 @@ class Engine:
 
     def slot_empty(self, slot: int) -> bool:
         return not (bool(self.ovf_n[slot]) or bool((self.w_slot == slot).any()) or bool((self.r_slot == slot).any()))
+
+
+def _bucket(bounds: F, x: F) -> npt.NDArray[np.integer]:
+    """The `le` bucket of each observation: the first bound >= x (len(bounds) = +Inf), as
+    `np.searchsorted(bounds, x, side="left")`. For many observations (a busy fleet's scrape) a
+    branch-free count of the bounds below x is ~3x faster than the binary search."""
+    if x.size < 2048:
+        out: npt.NDArray[np.integer] = np.searchsorted(bounds, x, side="left")
+        return out
+    idx = np.zeros(x.size, dtype=np.int8)
+    for b in bounds:
+        np.add(idx, x > b, out=idx, casting="unsafe")
+    return idx
+
+
+def _bin(h: npt.NDArray[np.int64], slots: I, bucket: npt.NDArray[np.integer]) -> None:
+    """One observation per (slot, bucket) pair into the per-slot bucket counts `h`."""
+    if slots.size:
+        w = h.shape[1]
+        h += np.bincount(slots * w + bucket, minlength=h.size).reshape(h.shape)

@@ -34,6 +34,7 @@ from autoscaler.sim.traces import MAX_SPAN_S, MaterializedTrace, Trace, open_tra
 
 from autoscaler.config.bounded import finite_in, load_yaml_mapping  # noqa: I001
 from autoscaler.policy import PolicyParams
+from autoscaler.policy.params import SloParams
 from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,6 +136,30 @@ class SloSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "ttft_idle_factor": self.ttft_idle_factor}
+
+    def policy_slo(self, profile: Profile | None) -> SloParams:
+        """queue-lead's input, `PolicyParams.slo`, for this SLO: TTFT and TPOT as they are, the
+        attainment target at its default (0.99, the protocol's strictest target).
+
+        A length-aware SLO (`ttft_idle_factor` f) bounds each request's TTFT by max(ttft_s, f x
+        its idle-replica TTFT); `SloParams` has a linear form instead, ttft_seconds +
+        ttft_seconds_per_1k_prompt_tokens x (the window's mean prompt / 1,000). The approximation:
+        per 1k = f x the idle prefill time of 1,000 prompt tokens on `profile` (idle TTFT of 1,000
+        tokens minus that of an empty prompt: `Profile.idle_ttft_s`), the slope of f x idle TTFT.
+        It keeps the slope of the long prompts' bound, not its knee: below the knee (f x idle TTFT
+        = ttft_s) the true bound is flat, so the linear one is looser there, by the slope times
+        the prompt. Worked example, azure-code-long (Qwen3-8B/H100 at 2,048 batched tokens, f = 3):
+        per 1k = 3 x 0.0222 s = 0.0665 s; at its mean prompt (~8,200 tokens) 2.55 s for a true
+        2.0 s; knee at ~16,700 tokens (2.0 s vs 3.11 s); at 29,748 tokens 3.18 s vs 3.98 s. Without
+        a factor the bound is flat (per 1k = 0). `profile` may be None only without a factor."""
+        per_1k = 0.0
+        if self.ttft_idle_factor is not None:
+            if profile is None:
+                raise ValueError("slo: a length-aware TTFT (ttft_idle_factor) needs the replica profile")
+            idle = profile.idle_ttft_s(np.array([0, 1000], dtype=np.int64))
+            per_1k = self.ttft_idle_factor * float(idle[1] - idle[0])
+        return SloParams(ttft_seconds=self.ttft_s, tpot_seconds=self.tpot_s,
+                         ttft_seconds_per_1k_prompt_tokens=per_1k)
 
     def simulator_slo(self) -> Slo:
         """The runner's `Slo`: the one definition of a request's TTFT bound (`Slo.ttft_bound_s`),
@@ -276,10 +301,13 @@ def _short(value: object) -> str:
 
 
 def _check_params(sc: Scenario, extra: dict[str, Any], where: str) -> None:
-    """queue-lead's PolicyParams (the scenario's min/max replicas and `queue_lead` overrides, plus
-    `extra`) must validate, with a one-line error naming the key."""
+    """queue-lead's PolicyParams (the scenario's min/max replicas and SLO (its TTFT and TPOT; the
+    length-aware slope needs the profile: `build`), the `queue_lead` overrides, plus `extra`) must
+    validate, with a one-line error naming the key."""
+    slo = {"ttft_seconds": sc.slo.ttft_s, "tpot_seconds": sc.slo.tpot_s}
     try:
-        PolicyParams(**{"min_replicas": sc.min_replicas, "max_replicas": sc.max_replicas, **sc.queue_lead, **extra})
+        PolicyParams(**{"min_replicas": sc.min_replicas, "max_replicas": sc.max_replicas, "slo": slo,
+                        **sc.queue_lead, **extra})
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(x) for x in err["loc"]) or "?"
@@ -364,10 +392,19 @@ def static_replicas(knob: float, peak_need: int) -> int:
     return max(1, math.ceil(knob * peak_need - 1e-9))
 
 
+def queue_lead_params(sc: Scenario, profile: Profile) -> dict[str, Any]:
+    """queue-lead's PolicyParams overrides in a scenario: its SLO (`SloSpec.policy_slo`, the
+    policy's input), then the scenario's `queue_lead` overrides (a `slo` there replaces it)."""
+    return {"slo": sc.slo.policy_slo(profile), **sc.queue_lead}
+
+
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:
+    """The policy `name` at `knob` and its run's configuration. queue-lead gets the scenario's SLO
+    (`queue_lead_params`); the baselines keep their own knobs."""
     sc = prep.scenario
     reg = registry_name(name)
-    pol = make_policy(reg, knob, sc.min_replicas, sc.max_replicas, sc.queue_lead, prep.peak_need,
+    params = queue_lead_params(sc, prep.profile) if reg == "queue-lead" else sc.queue_lead
+    pol = make_policy(reg, knob, sc.min_replicas, sc.max_replicas, params, prep.peak_need,
                       oracle_factory=prep.clairvoyant, queue_lead_knob=QUEUE_LEAD_KNOB)
     cfg = prep.cfg
     if reg == "static":

@@ -157,7 +157,11 @@ def make_policy(name: str, knob: float | None, min_replicas: int, max_replicas: 
     if name == "oracle":
         if oracle_factory is None:
             raise ValueError("the oracle needs the trace (oracle_factory)")
-        return oracle_factory(k)
-    policy = _baseline(name, k, min_replicas, max_replicas, peak_need)
-    policy.name = asked  # an old name runs the new policy under the name the scenario used
+        policy = oracle_factory(k)
+    else:
+        policy = _baseline(name, k, min_replicas, max_replicas, peak_need)
+        policy.name = asked  # an old name runs the new policy under the name the scenario used
+    # the baselines read what their real counterparts read, never the SLO signals: the fleet
+    # need not record them (autoscaler.sim.runner.PolicyHooks)
+    setattr(policy, "reads_slo_signals", False)  # noqa: B010 - not an attribute of the Policy protocol
     return policy

@@ -97,11 +97,15 @@ class PolicyHooks:
       t = 0 instead of after the warm-up; default True, except that a policy with a
       `node_floor` and no `reads_metrics` is taken as such a planner (the oracle);
     * `pod_concurrency_limit: int | None`: requests a pod may hold before the router queues
-      them (Knative containerConcurrency, Ray Serve max_ongoing_requests)."""
+      them (Knative containerConcurrency, Ray Serve max_ongoing_requests);
+    * `reads_slo_signals: bool`: whether it reads the pods' token rates and latency histograms
+      (`PodMetrics.ttft` ...); default True; False spares the fleet recording them
+      (`Cluster.set_slo_signals`): the registry's baselines declare False."""
 
     node_floor: Callable[[float], int] | None
     reads_metrics: bool
     pod_concurrency_limit: int | None
+    reads_slo_signals: bool = True
 
 
 def policy_hooks(policy: object) -> PolicyHooks:
@@ -113,7 +117,10 @@ def policy_hooks(policy: object) -> PolicyHooks:
     limit = getattr(policy, "pod_concurrency_limit", None)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"{getattr(policy, 'name', policy)!r}: pod_concurrency_limit must be an int >= 1 or None, got {limit!r}")
-    return PolicyHooks(floor, bool(reads), limit)
+    slo = getattr(policy, "reads_slo_signals", True)
+    if not isinstance(slo, bool):
+        raise TypeError(f"{getattr(policy, 'name', policy)!r}: reads_slo_signals must be a bool, got {slo!r}")
+    return PolicyHooks(floor, bool(reads), limit, slo)
 
 
 def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: float | None = None,
@@ -125,6 +132,7 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
                  max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup)
     hooks = policy_hooks(policy)
     cl.pod_concurrency_limit = hooks.pod_concurrency_limit
+    cl.set_slo_signals(hooks.reads_slo_signals)
     stats = RequestStats(cfg.slo, bin_s=SERIES_S, idle_ttft=profile.idle_ttft_s)
     dt = cfg.dt
     n_ticks = int(math.ceil(trace.duration / dt))
