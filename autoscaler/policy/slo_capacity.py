@@ -19,7 +19,7 @@ with enough requests and a fleet whose data is whole:
 
 * SLO met while u > 1: the replica carries more than we thought: grow both toward the load.
 * SLO met with slack (latency at the target quantile within half the bound) at u >= 0.5:
-  probe up by 1 % a tick. Without this, a cold start that is too low would never be corrected:
+  probe up by 0.2 % a tick. Without this, a cold start that is too low would never be corrected:
   the fleet is sized to keep u < 1, so "met at u > 1" would never be seen.
 * SLO broken at 0.5 <= u < 1: shrink toward the load, Cp on a TTFT breach, Cg on a TPOT breach.
 * SLO broken at u < 0.5: an SLO infeasible at low load (prompts too long for the bound, say):
@@ -50,7 +50,7 @@ from autoscaler.policy.types import LatencyHistogram, ReadyPod, SloState, fast_i
 
 LOW_LOAD_UTILISATION = 0.5  # broken below this: infeasible at low load, not a capacity estimate
 SLACK_RATIO = 0.5  # met with slack: the target quantile's latency within this share of the bound
-PROBE_STEP_RATIO = 1.01  # per tick, while met with slack
+PROBE_STEP_RATIO = 1.002  # per tick, while met with slack
 
 
 @fast_init
@@ -228,7 +228,7 @@ def learn_capacity(
 
     Worked example, capacity (15,000, 3,000), step 1.1:
     met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0: grow by min(2.0, 1.1): (16,500, 3,300).
-    met at (9,000, 900), u = 0.9, with slack: probe 1.01: (15,150, 3,030); without: no change.
+    met at (9,000, 900), u = 0.9, with slack: probe 1.002: (15,030, 3,006); without: no change.
     TTFT broken at (9,000, 900): the prompt share 0.6 over the room decode leaves, 1 - 0.3,
     is 0.857, bounded to 1 / 1.1 = 0.909: Cp 13,636, Cg as it is (with step 1.2: 12,857).
     TPOT broken there: 0.3 / 0.4 = 0.75, bounded: Cg 2,727. Both broken: both by
@@ -270,17 +270,27 @@ def _shrink(
 
 
 MAX_DRIFT_RATIO = 20.0  # the learned capacity stays within 1/20 .. 20 x the cold start
+MAX_SHAPE_RATIO = 2.0  # and its Cp / Cg within 1/2 .. 2 x the cold start's
 
 
 def within_drift(capacity: tuple[float, float], cold: tuple[float, float]) -> tuple[float, float]:
-    """The learned capacity kept within `MAX_DRIFT_RATIO` of the cold start either way.
+    """The learned capacity kept within `MAX_DRIFT_RATIO` of the cold start either way, and its
+    shape Cp / Cg within `MAX_SHAPE_RATIO` of the cold start's, by lowering the side that ran
+    away (the conservative way). Prefill and decode cost are tied by the model and the GPU the
+    row names; a side the traffic never tests (a decode-bound fleet never breaks TTFT) would
+    otherwise grow with every probe while the other shrinks.
 
-    Worked example: cold (15,000, 3,000), learned (400,000, 100): (300,000, 150).
+    Worked example: cold (15,000, 3,000), shape 5. Learned (400,000, 100): (300,000, 150) by
+    the drift bounds, shape 2,000 > 10: Cp lowered to 150 x 10 = 1,500. Learned (16,500, 3,300):
+    as it is. Learned (60,000, 3,000), shape 20: Cp 30,000. Learned (15,000, 9,000), shape
+    1.67 < 2.5: Cg 15,000 / 2.5 = 6,000.
     """
-    return (
-        min(max(capacity[0], cold[0] / MAX_DRIFT_RATIO), cold[0] * MAX_DRIFT_RATIO),
-        min(max(capacity[1], cold[1] / MAX_DRIFT_RATIO), cold[1] * MAX_DRIFT_RATIO),
-    )
+    cp = min(max(capacity[0], cold[0] / MAX_DRIFT_RATIO), cold[0] * MAX_DRIFT_RATIO)
+    cg = min(max(capacity[1], cold[1] / MAX_DRIFT_RATIO), cold[1] * MAX_DRIFT_RATIO)
+    shape = cold[0] / cold[1]
+    cp = min(cp, cg * shape * MAX_SHAPE_RATIO)
+    cg = min(cg, cp / (shape / MAX_SHAPE_RATIO))
+    return cp, cg
 
 
 def demand_scale(demand: Demand) -> float:

@@ -26,6 +26,7 @@ from autoscaler.sim import policies as registry
 from autoscaler.sim.bound import attainment_grid, seed_bound
 from autoscaler.sim.executor import make_executor
 from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, work_per_bin
+from autoscaler.policy.capacity_table import CAPACITY_TABLE
 from autoscaler.sim.policies import POLICIES, canonical, make_policy, queue_lead_spec
 from autoscaler.sim.profile import Profile, load_profile
 from autoscaler.sim.runner import RunConfig, RunResult, run
@@ -392,10 +393,22 @@ def static_replicas(knob: float, peak_need: int) -> int:
     return max(1, math.ceil(knob * peak_need - 1e-9))
 
 
+def capacity_profile_of(profile_name: str) -> str | None:
+    """The row of the policy's capacity table (`policy/capacity_table.py`) for a simulator
+    profile, as a user names their model and GPU: `qwen3-8b-h100` -> `qwen3-8b/h100`; None
+    (the generic row) when the table has no such row."""
+    model, _, gpu = profile_name.rpartition("-")
+    row = f"{model}/{gpu}"
+    return row if row in CAPACITY_TABLE else None
+
+
 def queue_lead_params(sc: Scenario, profile: Profile) -> dict[str, Any]:
     """queue-lead's PolicyParams overrides in a scenario: its SLO (`SloSpec.policy_slo`, the
-    policy's input), then the scenario's `queue_lead` overrides (a `slo` there replaces it)."""
-    return {"slo": sc.slo.policy_slo(profile), **sc.queue_lead}
+    policy's input) and the capacity table's row for the model and GPU simulated (what a user
+    names, not a tuned value), then the scenario's `queue_lead` overrides (a `slo` there
+    replaces it)."""
+    return {"slo": sc.slo.policy_slo(profile), "capacity_profile": capacity_profile_of(sc.profile),
+            **sc.queue_lead}
 
 
 def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunConfig]:

@@ -168,7 +168,7 @@ def test_utilisation() -> None:
     [
         # docstring rows, capacity (15,000, 3,000), step 1.1
         ((18_000.0, 2_400.0), True, True, False, False, (16_500.0, 3_300.0), False),  # met, u 2.0: x1.1
-        ((9_000.0, 900.0), True, True, True, False, (15_150.0, 3_030.0), False),  # met with slack: probe
+        ((9_000.0, 900.0), True, True, True, False, (15_030.0, 3_006.0), False),  # met with slack: probe
         ((9_000.0, 900.0), True, True, False, False, H100, False),  # met, no slack, u < 1: as it is
         ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False),  # TTFT: Cp, bounded
         ((9_000.0, 900.0), True, False, False, False, (15_000.0, 3_000.0 / 1.1), False),  # TPOT: 0.75 -> 1/1.1
@@ -192,14 +192,15 @@ def test_learn_capacity_probes_from_half_load_and_never_with_step_one() -> None:
     shrunk, _ = learn_capacity(H100, (9_000.0, 900.0), False, True, False, False, 1.2)
     assert shrunk == pytest.approx((15_000.0 * 0.6 / 0.7, 3_000.0))
     grown, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1)  # u = 0.3 + 0.2 = 0.5
-    assert grown == pytest.approx((15_150.0, 3_030.0))
+    assert grown == pytest.approx((15_030.0, 3_006.0))
     still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0)  # step 1 = never learn
     assert still == H100
 
 
 @pytest.mark.parametrize(
     ("capacity", "expected"),
-    [((400_000.0, 100.0), (300_000.0, 150.0)), ((16_500.0, 3_300.0), (16_500.0, 3_300.0))],  # docstring
+    [((400_000.0, 100.0), (1_500.0, 150.0)), ((16_500.0, 3_300.0), (16_500.0, 3_300.0)),  # docstring
+     ((60_000.0, 3_000.0), (30_000.0, 3_000.0)), ((15_000.0, 9_000.0), (15_000.0, 6_000.0))],
 )
 def test_within_drift(capacity, expected) -> None:
     assert within_drift(capacity, H100) == pytest.approx(expected)
