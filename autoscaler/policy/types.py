@@ -11,6 +11,7 @@ from bisect import bisect_right
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
+from operator import lt
 from itertools import pairwise
 from typing import Any, TypeVar
 
@@ -136,9 +137,12 @@ class LatencyHistogram:
         bounds, rates = self.upper_bounds, self.cumulative_per_second
         if len(bounds) != len(rates) or not bounds or bounds[-1] != math.inf:
             return SampleHealth.NAN
-        if any(not math.isfinite(r) or r < 0 for r in rates):
+        # C-level checks (this runs for every pod of every target each tick): a NaN or an
+        # infinity makes a sum non-finite; non-decreasing rates are their own sort, so the
+        # smallest is the first; bounds strictly ascend pairwise (map over `lt`, no Python loop).
+        if not math.isfinite(sum(rates)) or rates[0] < 0 or list(rates) != sorted(rates):
             return SampleHealth.NAN
-        if any(b2 <= b1 for b1, b2 in zip(bounds, bounds[1:])) or any(r2 < r1 for r1, r2 in zip(rates, rates[1:])):
+        if not math.isfinite(sum(bounds[:-1])) or not all(map(lt, bounds, bounds[1:])):
             return SampleHealth.NAN
         if now - self.timestamp > stale_after_seconds:
             return SampleHealth.STALE

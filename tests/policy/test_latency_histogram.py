@@ -47,6 +47,10 @@ def test_fraction_within(bounds, rates, threshold, expected) -> None:
         ((2.0, 1.0, INF), (1.0, 1.0, 2.0), 110.0, SampleHealth.NAN),  # bounds not ascending
         ((1.0, INF), (1.0,), 110.0, SampleHealth.NAN),  # lengths differ
         ((), (), 110.0, SampleHealth.NAN),
+        ((math.nan, INF), (1.0, 2.0), 110.0, SampleHealth.NAN),  # a NaN bound
+        ((1.0, 1.0, INF), (1.0, 1.0, 2.0), 110.0, SampleHealth.NAN),  # a bound twice
+        ((1.0, INF), (1e308, 1e308), 110.0, SampleHealth.NAN),  # rates overflow a sum: refused, no crash
+        ((1.0, INF), (0.0, INF), 110.0, SampleHealth.NAN),
     ],
 )
 def test_health(bounds, rates, now, health) -> None:
