@@ -293,16 +293,19 @@ def within_drift(capacity: tuple[float, float], cold: tuple[float, float]) -> tu
     return cp, cg
 
 
-def demand_scale(demand: Demand) -> float:
+def demand_scale(demand: Demand, max_ratio: float) -> float:
     """Served token rates to token demand: arrivals / completions when the queue model has an
-    arrival estimate, else 1 (the served rates are the demand).
+    arrival estimate, else 1 (the served rates are the demand); at most `max_ratio`
+    (`forecast_max_growth_ratio`): the arrival estimate is a derivative of the load and jumps
+    when pods come and go, and a jump must not multiply the token demand.
 
-    Worked example: arrivals 5.2, completions 4.0 requests/s: 1.3; no arrival estimate: 1.
+    Worked example (max 1.5): arrivals 5.2, completions 4.0 requests/s: 1.3; no arrival
+    estimate: 1; arrivals 17.5 over completions 1.2 (a load jump): 1.5.
     """
     arrivals, completed = demand.arrivals_per_second, demand.completed_per_second
     if arrivals is None or completed is None or completed <= 0.0:
         return 1.0
-    return arrivals / completed
+    return min(arrivals / completed, max_ratio)
 
 
 def starting_state(state: SloState, cold: tuple[float, float]) -> SloState:
@@ -357,7 +360,7 @@ def assess_slo(
         if new != capacity:
             capacity = within_drift(new, cold)
             state = state.learned(capacity)
-    scale = demand_scale(demand)
+    scale = demand_scale(demand, policy.forecast_max_growth_ratio)
     base = utilisation((p * scale, g * scale), capacity)
     return SloSignal(base, base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
                      a_ttft, a_tpot, utilisation(load, capacity), infeasible, 1.0, reading.partial,

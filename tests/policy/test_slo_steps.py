@@ -209,10 +209,11 @@ def test_within_drift(capacity, expected) -> None:
 
 @pytest.mark.parametrize(
     ("arrivals", "completed", "expected"),
-    [(5.2, 4.0, 1.3), (None, 4.0, 1.0), (5.2, None, 1.0), (5.2, 0.0, 1.0)],  # docstring: 1.3; none: 1
+    [(5.2, 4.0, 1.3), (None, 4.0, 1.0), (5.2, None, 1.0), (5.2, 0.0, 1.0),  # docstring: 1.3; none: 1
+     (17.5, 1.2, 1.5)],  # docstring: a load jump, capped
 )
 def test_demand_scale(arrivals, completed, expected) -> None:
-    assert demand_scale(demand(arrivals, completed)) == pytest.approx(expected)
+    assert demand_scale(demand(arrivals, completed), 1.5) == pytest.approx(expected)
 
 
 def test_starting_state() -> None:

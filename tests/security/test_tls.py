@@ -12,7 +12,7 @@ import urllib3  # noqa: F401 - named in the warning filter
 
 from autoscaler.config import PrometheusSettings, load_config_text
 from autoscaler.controller.loop import default_prometheus_factory
-from autoscaler.adapters.prometheus import PrometheusSource, PrometheusUnavailable
+from autoscaler.adapters.prometheus import QUERIES_PER_FETCH, PrometheusSource, PrometheusUnavailable
 from tests.security.stub_prometheus import StubPrometheus, self_signed_certificate
 
 pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
@@ -45,7 +45,7 @@ def test_the_default_refuses_a_certificate_it_cannot_verify(https_prometheus: St
 def test_ca_file_accepts_the_certificate(https_prometheus: StubPrometheus, certificate: tuple[Path, Path]) -> None:
     with PrometheusSource(https_prometheus.url, ca_file=str(certificate[0])) as source:
         assert source.fetch(["llm"]) == {}
-    assert len(https_prometheus.requests) == 5
+    assert len(https_prometheus.requests) == QUERIES_PER_FETCH
 
 
 def test_a_ca_file_for_another_authority_is_refused(https_prometheus: StubPrometheus, tmp_path: Path) -> None:
