@@ -87,3 +87,16 @@ def test_slo_defaults_bars() -> None:
     r = tool.row("s", [_outcome(0, 0.98, 1.0), _outcome(1, 0.985, 1.0)], doc)
     assert (r["reached"], r["half_gap_met"], r["bound_bar_met"]) == (False, False, False)
     assert "| s | 98.2 [" in tool.markdown([r])
+
+
+def test_replace_policy_swaps_one_entry_and_refuses_another_experiment() -> None:
+    tool = _tool("replace_policy")
+    base = {"protocol": {"sha256": "a"}, "slo": {"ttft_s": 2.0}, "lower_bound": {"cost_at": {"0.99": 4.0}},
+            "preregistered": True, "meta": {"trace": "t"},
+            "policies": {"queue-lead": {"cost_at": {"0.99": 5.0}}, "keda": {"cost_at": {"0.99": 9.0}}}}
+    fresh = {**base, "policies": {"queue-lead": {"cost_at": {"0.99": 6.0}}}}
+    doc = tool.replace_entry(base, fresh, "queue-lead")
+    assert doc["policies"] == {"queue-lead": {"cost_at": {"0.99": 6.0}}, "keda": {"cost_at": {"0.99": 9.0}}}
+    assert list(doc["policies"]) == ["queue-lead", "keda"] and doc["meta"]["replaced"]["policy"] == "queue-lead"
+    with pytest.raises(SystemExit, match="lower_bound differs"):
+        tool.replace_entry(base, {**fresh, "lower_bound": {"cost_at": {"0.99": 3.0}}}, "queue-lead")

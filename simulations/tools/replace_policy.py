@@ -1,0 +1,77 @@
+"""Re-run one policy of a published sweep after its code changed, and put its entry in place.
+
+    python simulations/tools/replace_policy.py SCENARIO [--policy queue-lead] [--jobs N]
+
+Runs `autoscaler simulate --scenario simulations/scenarios/SCENARIO.yaml --sweep --policy POLICY`
+on the protocol's grid and seeds (the lower bound is recomputed with it and must equal the
+published one: same trace, seeds and bound code), replaces `policies[POLICY]` in
+simulations/results/SCENARIO.json and rewrites its .md and .png from the document. The other
+policies' entries are left as published: use this only when their code did not change (a test
+pins the baselines' results, tests/sim/test_slo_signals.py). `meta.replaced` records which
+policy was re-run and when; `make experiments` reruns everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autoscaler.config.atomic import atomic_path
+from autoscaler.sim.plot import plot_frontier
+from autoscaler.sim.scoreboard import sweep_markdown
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "simulations" / "results"
+
+
+def rerun(scenario: str, policy: str, jobs: int) -> dict[str, Any]:
+    """The sweep document of `policy` alone, from the CLI (the same code path as make experiments)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "one.json"
+        subprocess.run([sys.executable, "-m", "autoscaler.cli", "simulate", "--scenario",
+                        str(REPO / "simulations" / "scenarios" / f"{scenario}.yaml"), "--sweep", "--policy", policy,
+                        "--jobs", str(jobs), "--json", str(out)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        doc: dict[str, Any] = json.loads(out.read_text())
+        return doc
+
+
+def replace_entry(published: dict[str, Any], fresh: dict[str, Any], policy: str) -> dict[str, Any]:
+    """`published` with `fresh`'s entry of `policy`; refuses when the two runs do not share their
+    protocol, SLO and lower bound (they would not be one experiment)."""
+    for key in ("protocol", "slo", "lower_bound", "preregistered"):
+        if published[key] != fresh[key]:
+            raise SystemExit(f"replace_policy: {key} differs from the published sweep; rerun make experiments")
+    doc = dict(published)
+    doc["policies"] = {name: (fresh["policies"][policy] if name == policy else entry)
+                       for name, entry in published["policies"].items()}
+    doc["meta"] = {**published["meta"], "replaced": {"policy": policy, "at": time.strftime("%Y-%m-%d")}}
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--policy", default="queue-lead")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    path = RESULTS / f"{args.scenario}.json"
+    doc = replace_entry(json.loads(path.read_text()), rerun(args.scenario, args.policy, args.jobs), args.policy)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
+    with atomic_path(path.with_suffix(".md")) as tmp:
+        Path(tmp).write_text(sweep_markdown(doc))
+    with atomic_path(path.with_suffix(".png")) as tmp:
+        plot_frontier(doc, tmp)
+    print(f"replace_policy: {args.policy} re-run in {path.name}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
