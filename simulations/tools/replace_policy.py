@@ -45,9 +45,13 @@ def rerun(scenario: str, policy: str, jobs: int) -> dict[str, Any]:
 def replace_entry(published: dict[str, Any], fresh: dict[str, Any], policy: str) -> dict[str, Any]:
     """`published` with `fresh`'s entry of `policy`; refuses when the two runs do not share their
     protocol, SLO and lower bound (they would not be one experiment)."""
-    for key in ("protocol", "slo", "lower_bound", "preregistered"):
+    # A sweep of one policy is marked exploratory by the CLI; it is the published experiment's
+    # when the protocol (file hash, seeds), the SLO, the bound and the policy's grid are the same.
+    for key in ("protocol", "slo", "lower_bound"):
         if published[key] != fresh[key]:
             raise SystemExit(f"replace_policy: {key} differs from the published sweep; rerun make experiments")
+    if published["policies"][policy]["grid"] != fresh["policies"][policy]["grid"]:
+        raise SystemExit(f"replace_policy: {policy}'s grid differs from the published sweep; rerun make experiments")
     doc = dict(published)
     doc["policies"] = {name: (fresh["policies"][policy] if name == policy else entry)
                        for name, entry in published["policies"].items()}

@@ -22,7 +22,19 @@ from typing import Any
 
 from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.executor import make_executor
-from autoscaler.sim.experiment import REPO, Job, Outcome, Scenario, default_knob, load_protocol, run_job
+from autoscaler.policy import PolicyParams
+from autoscaler.sim.experiment import (
+    REPO,
+    Job,
+    Outcome,
+    Scenario,
+    build,
+    default_knob,
+    load_protocol,
+    outcome_of,
+    prepared_for,
+)
+from autoscaler.sim.runner import run
 from autoscaler.sim.frontier import mean_ci
 
 RESULTS = REPO / "simulations" / "results"
@@ -30,11 +42,23 @@ SCENARIOS = REPO / "simulations" / "scenarios"
 OURS = "queue-lead"
 
 
+def run_shipped(job: Job) -> Outcome:
+    """One seed of queue-lead with the controller's shipped defaults: `PolicyParams()` as the
+    ConfigMap gives them (the batch guard `target_running_per_replica` included, null as
+    shipped; the sweep's knob grid is not used), plus the scenario's SLO and the capacity row of
+    the model and GPU it simulates (`experiment.build`)."""
+    prep = prepared_for(job.scenario, job.seed)
+    pol, cfg = build(prep, OURS, None)
+    shipped = PolicyParams().target_running_per_replica
+    pol.params = pol.params.model_copy(update={"target_running_per_replica": shipped})  # type: ignore[attr-defined]
+    return outcome_of(run(prep.trace, prep.profile, pol, cfg, knob=job.knob), job)
+
+
 def run_defaults(sc: Scenario, seeds: Sequence[int], jobs: int) -> list[Outcome]:
-    """queue-lead at its default knob (the registry's, as shipped), one run per seed."""
+    """queue-lead at the shipped defaults, one run per seed."""
     job_list = [Job(sc, OURS, default_knob(sc, OURS), s) for s in seeds]
     with make_executor("local", jobs) as ex:
-        return [f.result() for f in [ex.submit(run_job, j) for j in job_list]]
+        return [f.result() for f in [ex.submit(run_shipped, j) for j in job_list]]
 
 
 def best_baseline(doc: dict[str, Any], target: str) -> tuple[str, float] | None:

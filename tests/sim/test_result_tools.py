@@ -93,10 +93,13 @@ def test_replace_policy_swaps_one_entry_and_refuses_another_experiment() -> None
     tool = _tool("replace_policy")
     base = {"protocol": {"sha256": "a"}, "slo": {"ttft_s": 2.0}, "lower_bound": {"cost_at": {"0.99": 4.0}},
             "preregistered": True, "meta": {"trace": "t"},
-            "policies": {"queue-lead": {"cost_at": {"0.99": 5.0}}, "keda": {"cost_at": {"0.99": 9.0}}}}
-    fresh = {**base, "policies": {"queue-lead": {"cost_at": {"0.99": 6.0}}}}
+            "policies": {"queue-lead": {"grid": [1.0], "cost_at": {"0.99": 5.0}}, "keda": {"cost_at": {"0.99": 9.0}}}}
+    fresh = {**base, "preregistered": False, "policies": {"queue-lead": {"grid": [1.0], "cost_at": {"0.99": 6.0}}}}
     doc = tool.replace_entry(base, fresh, "queue-lead")
-    assert doc["policies"] == {"queue-lead": {"cost_at": {"0.99": 6.0}}, "keda": {"cost_at": {"0.99": 9.0}}}
+    assert doc["preregistered"] is True  # the published experiment's, one entry re-run
+    assert doc["policies"] == {"queue-lead": {"grid": [1.0], "cost_at": {"0.99": 6.0}}, "keda": {"cost_at": {"0.99": 9.0}}}
     assert list(doc["policies"]) == ["queue-lead", "keda"] and doc["meta"]["replaced"]["policy"] == "queue-lead"
     with pytest.raises(SystemExit, match="lower_bound differs"):
         tool.replace_entry(base, {**fresh, "lower_bound": {"cost_at": {"0.99": 3.0}}}, "queue-lead")
+    with pytest.raises(SystemExit, match="grid differs"):
+        tool.replace_entry(base, {**fresh, "policies": {"queue-lead": {"grid": [2.0]}}}, "queue-lead")
