@@ -11,11 +11,12 @@ no SLO state) are read.
      "scale_up_events": [[t, pods added], ...], "scale_down_events": [[t, pods removed], ...],
      "slo": {...SloState.to_dict(), rounded, without the demand readings...}}
 
-The SLO state is kept rounded to `SLO_DIGITS` significant digits and without its demand
-readings (they span one lead time and are refilled within it): the entry then changes only when
-what was learned moves by about a percent, not every tick, so the ConfigMap is not rewritten
-every tick. Worked example: a learned 15,234.7 prompt tokens/s is kept as 15,200; a headroom
-growth variance of 0.0123456 as 0.0123.
+The SLO state is kept rounded to `SLO_DIGITS` significant digits, its sample count capped at
+what the headroom reads (`MIN_SAMPLES`), and without its demand readings (they span one lead
+time and are refilled within it): the entry then changes only when what was learned moves by
+several percent, not at every reading, so the ConfigMap is not rewritten every tick. Worked
+example: a learned 15,234.7 prompt tokens/s is kept as 15,000; a headroom growth variance of
+0.0123456 as 0.012; 57 samples as 20.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from dataclasses import replace
 from typing import Any
 
 from autoscaler.policy import LeadTimeState, PolicyState
+from autoscaler.policy.headroom import MIN_SAMPLES
 from autoscaler.policy.time_window import TimeWindow
 from autoscaler.policy.types import SloState
 
 VERSION = 3
-SLO_DIGITS = 3
+SLO_DIGITS = 2
 MAX_EVENTS = 10_000  # per direction and target: far more than any period holds at one tick a second
 
 
@@ -58,7 +60,7 @@ def kept_slo(slo: SloState) -> SloState:
         capacity_generation_tokens_per_second=None if cg is None else _round(cg),
         growth_mean=_round(slo.growth_mean),
         growth_variance=_round(slo.growth_variance),
-        growth_samples=slo.growth_samples,
+        growth_samples=min(slo.growth_samples, MIN_SAMPLES),
         growth_updated_at=None,
     )
 

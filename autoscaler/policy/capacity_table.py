@@ -29,7 +29,9 @@ derivations below are ours).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 GENERIC = "generic"
 
@@ -43,7 +45,7 @@ class CapacityRow:
     source: str
 
 
-CAPACITY_TABLE: dict[str, CapacityRow] = {
+CAPACITY_TABLE: Mapping[str, CapacityRow] = MappingProxyType({
     GENERIC: CapacityRow(4_000.0, 1_500.0, "no profile: the A100 8B row rounded down (a guess, errs high)"),
     "llama-3-8b/h100": CapacityRow(
         15_000.0, 3_000.0,
@@ -63,7 +65,7 @@ CAPACITY_TABLE: dict[str, CapacityRow] = {
         5_000.0, 1_800.0,
         "the H100 row over the AccelMark H100/A100 ratio (1.7, decode) and the bf16 FLOPs ratio (3, prefill)",
     ),
-}
+})  # read-only: no module state the policy could change
 
 
 def cold_start_capacity(

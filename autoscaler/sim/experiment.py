@@ -395,11 +395,12 @@ def static_replicas(knob: float, peak_need: int) -> int:
 
 def capacity_profile_of(profile_name: str) -> str | None:
     """The row of the policy's capacity table (`policy/capacity_table.py`) for a simulator
-    profile, as a user names their model and GPU: `qwen3-8b-h100` -> `qwen3-8b/h100`; None
+    profile, as a user names their model and GPU: `qwen3-8b-h100` -> `qwen3-8b/h100`,
+    `llama-3-8b-a100-80gb` -> `llama-3-8b/a100-80gb`; None
     (the generic row) when the table has no such row."""
-    model, _, gpu = profile_name.rpartition("-")
-    row = f"{model}/{gpu}"
-    return row if row in CAPACITY_TABLE else None
+    parts = profile_name.split("-")
+    rows = ("-".join(parts[:i]) + "/" + "-".join(parts[i:]) for i in range(1, len(parts)))
+    return next((row for row in rows if row in CAPACITY_TABLE), None)
 
 
 def queue_lead_params(sc: Scenario, profile: Profile) -> dict[str, Any]:

@@ -49,9 +49,9 @@ def replace_entry(published: dict[str, Any], fresh: dict[str, Any], policy: str)
     # when the protocol (file hash, seeds), the SLO, the bound and the policy's grid are the same.
     for key in ("protocol", "slo", "lower_bound"):
         if published[key] != fresh[key]:
-            raise SystemExit(f"replace_policy: {key} differs from the published sweep; rerun make experiments")
+            raise ValueError(f"{key} differs from the published sweep; rerun make experiments")
     if published["policies"][policy]["grid"] != fresh["policies"][policy]["grid"]:
-        raise SystemExit(f"replace_policy: {policy}'s grid differs from the published sweep; rerun make experiments")
+        raise ValueError(f"{policy}'s grid differs from the published sweep; rerun make experiments")
     doc = dict(published)
     doc["policies"] = {name: (fresh["policies"][policy] if name == policy else entry)
                        for name, entry in published["policies"].items()}
@@ -66,7 +66,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     path = RESULTS / f"{args.scenario}.json"
-    doc = replace_entry(json.loads(path.read_text()), rerun(args.scenario, args.policy, args.jobs), args.policy)
+    if not path.is_file() or not (REPO / "simulations" / "scenarios" / f"{args.scenario}.yaml").is_file():
+        print(f"replace_policy: {args.scenario}: no published sweep or scenario file (simulations/results, "
+              "simulations/scenarios)", file=sys.stderr)
+        return 2
+    try:
+        doc = replace_entry(json.loads(path.read_text()), rerun(args.scenario, args.policy, args.jobs), args.policy)
+    except (ValueError, KeyError, subprocess.CalledProcessError) as exc:
+        print(f"replace_policy: {args.scenario}: {exc}", file=sys.stderr)
+        return 2
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
     with atomic_path(path.with_suffix(".md")) as tmp:

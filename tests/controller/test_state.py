@@ -65,19 +65,19 @@ def test_a_malformed_entry_is_refused_whole(record: Any) -> None:
 
 SLO = SloState(cold_start=(15_000.0, 3_000.0), capacity_prompt_tokens_per_second=15_234.7,
                capacity_generation_tokens_per_second=2_876.54, demand_history=((900.0, 2.5), (960.0, 2.7)),
-               growth_mean=0.0123456, growth_variance=0.0123456, growth_samples=20, growth_updated_at=960.0)
+               growth_mean=0.0123456, growth_variance=0.0123456, growth_samples=57, growth_updated_at=960.0)
 
 
 def test_the_learned_slo_capacity_survives_rounded_without_its_readings() -> None:
-    # The module docstring's example: 15,234.7 -> 15,200 (3 significant digits), 0.0123456 ->
-    # 0.0123; the demand readings (one lead time of them) are taken again.
+    # The module docstring's example: 15,234.7 -> 15,000 (2 significant digits), 0.0123456 ->
+    # 0.012, 57 samples -> 20 (all the headroom reads); the demand readings are taken again.
     record = json.loads(json.dumps(to_record(PolicyState(slo=SLO))))
     back = from_record(record).slo
-    assert (back.capacity_prompt_tokens_per_second, back.capacity_generation_tokens_per_second) == (15_200.0, 2_880.0)
-    assert (back.growth_mean, back.growth_variance, back.growth_samples) == (0.0123, 0.0123, 20)
+    assert (back.capacity_prompt_tokens_per_second, back.capacity_generation_tokens_per_second) == (15_000.0, 2_900.0)
+    assert (back.growth_mean, back.growth_variance, back.growth_samples) == (0.012, 0.012, 20)
     assert back.cold_start == SLO.cold_start and back.demand_history == () and back.growth_updated_at is None
-    # A second tick whose capacity moved by less than the rounding writes the same entry.
-    nudged = SloState(SLO.cold_start, 15_230.0, 2_877.0, SLO.demand_history, 0.01234, 0.012349, 20, 975.0)
+    # Later readings that moved what was learned by less than the rounding write the same entry.
+    nudged = SloState(SLO.cold_start, 15_030.0, 2_910.0, SLO.demand_history, 0.0119, 0.0124, 58, 975.0)
     assert to_record(PolicyState(slo=nudged)) == to_record(PolicyState(slo=SLO))
 
 
@@ -86,6 +86,6 @@ def test_what_this_replica_learned_of_the_slo_wins_and_version_2_starts_cold() -
     mine = SloState(cold_start=(15_000.0, 3_000.0), capacity_prompt_tokens_per_second=9_000.0,
                     capacity_generation_tokens_per_second=2_000.0)
     assert from_record(kept, onto=PolicyState(slo=mine)).slo == mine
-    assert from_record(kept, onto=PolicyState()).slo.capacity_prompt_tokens_per_second == 15_200.0
+    assert from_record(kept, onto=PolicyState()).slo.capacity_prompt_tokens_per_second == 15_000.0
     v2 = {k: v for k, v in kept.items() if k != "slo"} | {"version": 2}
     assert from_record(v2).slo == SloState()

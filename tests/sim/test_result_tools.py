@@ -99,7 +99,13 @@ def test_replace_policy_swaps_one_entry_and_refuses_another_experiment() -> None
     assert doc["preregistered"] is True  # the published experiment's, one entry re-run
     assert doc["policies"] == {"queue-lead": {"grid": [1.0], "cost_at": {"0.99": 6.0}}, "keda": {"cost_at": {"0.99": 9.0}}}
     assert list(doc["policies"]) == ["queue-lead", "keda"] and doc["meta"]["replaced"]["policy"] == "queue-lead"
-    with pytest.raises(SystemExit, match="lower_bound differs"):
+    with pytest.raises(ValueError, match="lower_bound differs"):
         tool.replace_entry(base, {**fresh, "lower_bound": {"cost_at": {"0.99": 3.0}}}, "queue-lead")
-    with pytest.raises(SystemExit, match="grid differs"):
+    with pytest.raises(ValueError, match="grid differs"):
         tool.replace_entry(base, {**fresh, "policies": {"queue-lead": {"grid": [2.0]}}}, "queue-lead")
+
+
+def test_replace_policy_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _tool("replace_policy").main(["no-such-scenario"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no-such-scenario: no published sweep" in err

@@ -359,3 +359,15 @@ def test_buckets_are_prometheus_le_buckets_on_and_between_the_bounds(n: int) -> 
     got = _bucket(b, x)
     assert got.tolist() == np.searchsorted(b, x, side="left").tolist()
     assert got[: b.size].tolist() == list(range(b.size)) and got[b.size: b.size + 3].tolist() == [0, b.size, b.size]
+
+
+@pytest.mark.parametrize(("profile", "row"), [
+    ("qwen3-8b-h100", "qwen3-8b/h100"),  # the shipped profile: the table's row of that model and GPU
+    ("llama-3-8b-a100-80gb", "llama-3-8b/a100-80gb"),  # a GPU name with a '-'
+    ("mistral-7b-l4", None),  # no row: the generic one
+    ("simulations/profiles/custom.yaml", None),  # a path: the generic row
+])
+def test_the_capacity_row_is_the_simulated_model_and_gpu(profile: str, row: str | None) -> None:
+    from autoscaler.sim.experiment import capacity_profile_of
+
+    assert capacity_profile_of(profile) == row
