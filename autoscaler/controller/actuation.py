@@ -4,7 +4,9 @@ A tick is observe -> decide -> `plan` -> `write` -> `settle` -> record:
 
 * `plan` (pure) turns the decision and what was read (the Deployment's spec replicas, an HPA
   scaling it, dry run, leadership) into a `Plan`: the replicas to write, or why nothing is;
-* `write` carries a plan out through the Kubernetes adapter: the one scale write of a tick,
+* `write` carries a plan out through the Kubernetes adapter: for a scale-down, first the
+  pod-deletion-cost marks of the pods to remove (`deletion_cost`, best effort: the scale-down
+  goes ahead whatever they gave, docs/scale-down.md); then the one scale write of a tick,
   conditional on the resourceVersion and UID of the Deployment the decision read (a 409 is
   never re-sent: the next tick reads and decides again, as HPA does), fenced by leader
   election before every try inside the adapter; its `Outcome` says what happened;
@@ -27,6 +29,8 @@ from autoscaler.adapters.kubernetes import (
     KubeTimeout,
     KubeUnavailable,
 )
+from autoscaler.controller.deletion_cost import Marked, Marking
+from autoscaler.controller.deletion_cost import apply as apply_marks
 from autoscaler.policy import PolicyState
 
 
@@ -69,6 +73,7 @@ class Plan:
     skip: Outcome | None
     resource_version: str = ""  # of the Deployment as read this tick: the write's precondition
     uid: str = ""
+    marking: Marking | None = None  # a scale-down's pod-deletion-cost marks, written before the scale
 
     @property
     def direction(self) -> str:
@@ -77,11 +82,12 @@ class Plan:
 
 def plan(
     namespace: str, deployment: str, *, current: int, desired: int, dry_run: bool, leading: bool, hpa: str | None,
-    resource_version: str = "", uid: str = "",
+    resource_version: str = "", uid: str = "", marking: Marking | None = None,
 ) -> Plan:
     """The scale write of one decision, or why there is none. In this order: a follower never
     writes (dry run or not, it only decides); an HPA in charge is left alone (a dry run shadows
-    it); a dry run writes nothing; no write when the replicas are already the desired ones."""
+    it); a dry run writes nothing; no write when the replicas are already the desired ones.
+    `marking` (`deletion_cost.choose`) is kept only for a scale-down that is to be written."""
     skip: Outcome | None = None
     if not leading and not dry_run:
         skip = Outcome.STANDBY
@@ -91,7 +97,8 @@ def plan(
         skip = Outcome.DRY_RUN
     elif desired == current:
         skip = Outcome.HOLD
-    return Plan(namespace, deployment, current, desired, skip, resource_version, uid)
+    keep = marking if skip is None and desired < current else None
+    return Plan(namespace, deployment, current, desired, skip, resource_version, uid, keep)
 
 
 @dataclass(frozen=True)
@@ -100,20 +107,24 @@ class Written:
 
     outcome: Outcome
     error: KubeError | None = None
+    marked: Marked | None = None  # what became of the plan's marks (None: it had none)
 
 
 def write(kube: KubeClient, planned: Plan, fence: Fence | None) -> Written:
-    """Carry `planned` out: no call at all when it skips, else one `set_replicas` conditional
-    on the Deployment the plan was made from, with `fence` asked before every try. Errors
-    other than the adapter's propagate."""
+    """Carry `planned` out: no call at all when it skips; else its marks (`deletion_cost.apply`,
+    best effort), then one `set_replicas` conditional on the Deployment the plan was made from,
+    with `fence` asked before every try. Errors other than the adapter's propagate."""
     if planned.skip is not None:
         return Written(planned.skip)
+    marked = None
+    if planned.marking is not None:
+        marked = apply_marks(kube, planned.namespace, planned.deployment, planned.marking, fence)
     try:
         kube.set_replicas(planned.namespace, planned.deployment, planned.desired,
                           resource_version=planned.resource_version, uid=planned.uid, fence=fence)
     except KubeError as exc:
-        return Written(_failure(exc), exc)
-    return Written(Outcome.PATCHED)
+        return Written(_failure(exc), exc, marked)
+    return Written(Outcome.PATCHED, marked=marked)
 
 
 def _failure(exc: KubeError) -> Outcome:

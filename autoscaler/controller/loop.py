@@ -48,6 +48,7 @@ from autoscaler.adapters.kubernetes.objects import (
 )
 from autoscaler.adapters.prometheus import PodMetrics, PrometheusError, PrometheusSource
 from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
+from autoscaler.controller import deletion_cost
 from autoscaler.controller.actuation import Outcome, Plan, Written, plan, settle, write
 from autoscaler.controller.observe import build_observation
 from autoscaler.controller.state import from_record, to_record
@@ -276,7 +277,9 @@ class Controller:
         self.metrics.leader.set(1 if leading else 0)
         planned = plan(ns, name, current=observation.spec_replicas, desired=decision.desired_replicas,
                        dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None,
-                       resource_version=deployment.resource_version, uid=deployment.uid)
+                       resource_version=deployment.resource_version, uid=deployment.uid,
+                       marking=deletion_cost.choose(snapshot.pods_of(deployment), observation,
+                                                    decision.desired_replicas, now, policy.stale_after_seconds))
         written = self._record_ahead(log, planned, key, new_state) or write(self.kube, planned, fence=self._fence)
         self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)

@@ -97,6 +97,12 @@ class FakeKube(_Scripted):
         self._write("set_replicas", {"namespace": namespace, "name": name, "replicas": replicas,
                                      "resource_version": resource_version, "uid": uid}, fence)
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None], *,
+                     resource_version: str, fence: Fence | None = None) -> None:
+        """Script `None` (written) or an exception (a 403, a 409...)."""
+        self._write("annotate_pod", {"namespace": namespace, "name": name, "annotations": dict(annotations),
+                                     "resource_version": resource_version}, fence)
+
     def emit_event(self, namespace: str, deployment: DeploymentInfo | tuple[str, str], reason: str, message: str,
                    type_: str = "Normal", *, fence: Fence | None = None) -> dict[str, Any]:
         name = deployment.name if isinstance(deployment, DeploymentInfo) else deployment[0]

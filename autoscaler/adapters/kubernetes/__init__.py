@@ -5,6 +5,8 @@ Everything the controller does against the API server goes through `KubeClient`:
 * `snapshot(namespaces)` - one cluster view per tick, with a constant number of list calls;
 * `set_replicas` - the Deployment's scale subresource, conditional on the resourceVersion and
   UID the decision read;
+* `annotate_pod` - a pod's annotations (the pod-deletion-cost of a graceful scale-down,
+  `autoscaler.controller.deletion_cost`), conditional on the resourceVersion listed;
 * `emit_event` - a core/v1 Event on the Deployment;
 * `read_state` / `write_state` - a ConfigMap holding what must survive a restart or a
   failover, written conditionally on what was read;
@@ -24,7 +26,8 @@ file was rotated: `autoscaler.adapters.kubernetes.auth`).
 
 RBAC this needs: cluster-wide `list` on pods and nodes; `list` on deployments and
 horizontalpodautoscalers (autoscaling) in the watched namespaces (cluster-wide when there are
-more than PER_NAMESPACE_LIST_LIMIT); `get`, `patch` on deployments/scale (apps); `create` on
+more than PER_NAMESPACE_LIST_LIMIT); `get`, `patch` on deployments/scale (apps); `patch` on
+pods in the targets' namespaces (optional: without it a scale-down is not graceful); `create` on
 events; `get`, `create`, `update` on configmaps in the namespace holding the state; `get`,
 `create`, `update` on leases (coordination.k8s.io) in the controller's namespace.
 """

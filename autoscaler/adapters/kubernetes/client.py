@@ -348,6 +348,23 @@ class KubeClient:
         self._call(op, self._apps.patch_namespaced_deployment_scale, name, namespace, body, fence=fence,
                    _content_type="application/merge-patch+json", field_manager=COMPONENT)
 
+    # ---- pods
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None], *,
+                     resource_version: str, fence: Fence | None = None) -> None:
+        """Set (a string) or remove (None) annotations of a pod, on condition that the pod is
+        still the one the caller listed: a JSON merge patch carrying that `resource_version`.
+        The pod changed since (a status update, a re-creation under the same name): 409
+        (`KubeConflict`), never retried. One try only (no retry of a 5xx or a timeout either):
+        the caller's writes of this kind are best effort and must not hold up the tick; the next
+        scale-down writes again from a fresh list. `fence`: see the class."""
+        if not resource_version:
+            raise ValueError("a pod write needs the resourceVersion the pod was listed at (no blind overwrite)")
+        op = _Op("patch", "pods", namespace, name)
+        body = {"metadata": {"resourceVersion": resource_version, "annotations": dict(annotations)}}
+        self._call(op, self._core.patch_namespaced_pod, name, namespace, body, fence=fence, attempts=1,
+                   _content_type="application/merge-patch+json", field_manager=COMPONENT)
+
     # ---- events
 
     def emit_event(self, namespace: str, deployment: DeploymentInfo | tuple[str, str], reason: str, message: str,

@@ -370,6 +370,9 @@ class PodInfo:
     unschedulable: bool  # PodScheduled=False with reason Unschedulable
     containers_running: bool  # every container has a status and is in state running
     gpu_request: int
+    # a pod write's precondition (`KubeClient.annotate_pod`) and what its annotations say
+    resource_version: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -425,6 +428,8 @@ class PodInfo:
             and scheduled.get("reason") == "Unschedulable",
             containers_running=running,
             gpu_request=pod_spec_gpus(spec),
+            resource_version=str(metadata.get("resourceVersion") or ""),
+            annotations=_str_dict(metadata.get("annotations")),
         )
 
 
