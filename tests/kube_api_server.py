@@ -22,6 +22,18 @@ With `simulate_deployment_controller=True` (the default) a scale write also does
 deployment controller would do within milliseconds: status.observedGeneration = generation
 and status.replicas = status.updatedReplicas = spec.replicas (pods are NOT created).
 
+With `simulate_replicaset_controller=True` (off by default), a scale write that lowers
+spec.replicas also removes the pods the ReplicaSet controller would, at once (no
+deletionTimestamp, no grace period): of the Deployment's pods (its selector, its namespace,
+not terminating) it keeps spec.replicas and deletes the others in the controller's order,
+kubernetes pkg/controller/controller_utils.go `ActivePodsWithRanks.Less` as used by
+pkg/controller/replicaset/replica_set.go `getPodsToDelete`: unassigned before assigned,
+Pending before Unknown before Running, not ready before ready, lower
+`controller.kubernetes.io/pod-deletion-cost` first (an absent or unparsable one is 0), more
+recently ready first, more container restarts first, newer first. Not modelled: the
+"co-located pods" rank (pods of the ReplicaSet on the same node), the log-scale bucketing of
+the ready time (LogarithmicScaleDown) and the UID tie-break. Pods are not created on a scale-up.
+
     with KubeApiServer() as server:
         server.put(deployment("vllm", "llm", replicas=2))
         server.write_kubeconfig(tmp_path / "kubeconfig")
@@ -381,9 +393,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 class KubeApiServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, simulate_deployment_controller: bool = True,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, simulate_replicaset_controller: bool = False) -> None:
         self.host, self._port = host, port
         self.simulate_deployment_controller = simulate_deployment_controller
+        self.simulate_replicaset_controller = simulate_replicaset_controller
+        self.removed_pods: list[str] = []  # "namespace/name" of every pod removed on a scale-down, in order
         self.clock = clock
         self.bearer_tokens: set[str] | None = None  # None: no authentication
         self.requests: list[RecordedRequest] = []
@@ -802,7 +816,23 @@ class KubeApiServer:
             for key in ("readyReplicas", "availableReplicas"):
                 if key in status:
                     status[key] = min(status[key], replicas)
-        return 200, self._scale_of(self._write(route.rt, new, dep))
+        written = self._write(route.rt, new, dep)
+        if self.simulate_replicaset_controller and replicas < dep["spec"].get("replicas", 1):
+            self._scale_down_pods(written, replicas)
+        return 200, self._scale_of(written)
+
+    def _scale_down_pods(self, dep: JSON, replicas: int) -> None:
+        """Delete the Deployment's pods beyond `replicas`, in the ReplicaSet controller's order."""
+        namespace = dep["metadata"]["namespace"]
+        matches = label_selector_matcher(selector_string(dep["spec"].get("selector") or {}))
+        pods = [p for (plural, ns, _), p in self._objects.items()
+                if plural == "pods" and ns == namespace and not p["metadata"].get("deletionTimestamp")
+                and matches(p["metadata"].get("labels") or {})]
+        for victim in sorted(pods, key=replicaset_deletion_rank)[: max(0, len(pods) - replicas)]:
+            name = victim["metadata"]["name"]
+            del self._objects[("pods", namespace, name)]
+            self._rv += 1  # a delete is a write
+            self.removed_pods.append(f"{namespace}/{name}")
 
     def _replace_scale(self, route: Route) -> tuple[int, JSON]:
         dep = self._get_or_404(route.rt, route.namespace, route.obj_name)
@@ -811,6 +841,39 @@ class KubeApiServer:
     def _patch_scale(self, route: Route) -> tuple[int, JSON]:
         dep = self._get_or_404(route.rt, route.namespace, route.obj_name)
         return self._write_scale(route, self._apply_patch(self._scale_of(dep), route), dep)
+
+
+def _deletion_cost(pod: JSON) -> int:
+    raw = ((pod["metadata"].get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost"))
+    try:
+        return int(raw) if raw is not None else 0
+    except ValueError:
+        return 0
+
+
+def replicaset_deletion_rank(pod: JSON) -> tuple[Any, ...]:
+    """Sort key: the pod a ReplicaSet deletes first sorts first (`ActivePodsWithRanks.Less`,
+    without the co-location rank, the log-scale ready-time buckets and the UID tie-break)."""
+    status = pod.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    is_ready = ready is not None and ready.get("status") == "True"
+    ready_since = _parse_rfc3339(ready.get("lastTransitionTime")) if is_ready and ready else 0.0
+    restarts = max([int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []] or [0])
+    return (
+        bool((pod.get("spec") or {}).get("nodeName")),  # unassigned first
+        {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase", "Pending"), 0),
+        is_ready,  # not ready first
+        _deletion_cost(pod),  # lower cost first
+        -ready_since,  # ready more recently first
+        -restarts,  # more restarts first
+        -_parse_rfc3339(pod["metadata"].get("creationTimestamp")),  # newer first
+    )
+
+
+def _parse_rfc3339(text: Any) -> float:
+    if not text:
+        return 0.0
+    return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
 
 
 # --------------------------------------------------------------------------- builders
