@@ -18,7 +18,20 @@ Randomness: `rng` (seeded) is the single source of every random draw of the flee
 
 Deletion order on scale-down is the ReplicaSet controller's (kubernetes pkg/controller/
 replicaset, `ActivePodsWithRanks`): unscheduled before scheduled, not ready before ready, and
-among ready pods the most recently ready first.
+among ready pods (`scale_down_choice`, docs/scale-down.md):
+* "replicaset" (the default, what every published run used): the most recently ready first,
+  the order of a ReplicaSet when no pod carries a pod-deletion-cost (HPA, KEDA, KPA);
+* "random": ready pods in random order (the ReplicaSet with LogarithmicScaleDown, 1.22+, when
+  the pods' ready times fall in the same power-of-two bucket), drawn from a generator of its own
+  so that every other draw of the fleet stays the same;
+* "least_work": what the controller's pod-deletion-cost marks make the ReplicaSet do
+  (autoscaler.controller.deletion_cost): of the ready pods to remove, the ones with the fewest
+  running + waiting requests in their last scrape (what Prometheus shows, not the engine's
+  present state) go first, ties newest first; a pod never scraped is never chosen;
+* "least_work_now": the same from the engine's present counts (no controller can read them:
+  a bound on what marking could gain with fresher metrics).
+Every removal of a ready pod is counted (`removals`): the requests it held when deleted
+(SIGTERM: no new requests from then on) and those still unfinished at `drain_grace_s` (killed).
 
 Billing, two ways: a pod's GPUs from scheduling to removal, loading and draining included
 (the runner's `gpu_hours_pods`); a node's GPUs (`gpus_per_node`) from the cluster-autoscaler's
@@ -27,7 +40,10 @@ request to the node's removal, provisioning and the idle time before removal inc
 t = 0 were requested before the slice.
 
 Router: least outstanding requests (waiting + running) over ready, non-draining pods, as a
-water-fill per tick; requests wait at the router while no pod is ready.
+water-fill per tick; requests wait at the router while no pod is ready. `routing = "random"`
+(not used by any published run; docs/scale-down.md) sends each request to a ready pod drawn at
+random, as a Kubernetes Service does (kube-proxy picks an endpoint per connection), from a
+generator of its own.
 
 Scrape: every `scrape_s` each ready pod's gauges (waiting, running, KV usage), its
 request_success_total and vLLM's token counters and latency histograms (`Engine.counters()`)
@@ -42,7 +58,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +71,10 @@ from autoscaler.sim.startup import StartupMode, StartupTimes
 
 F = npt.NDArray[np.float64]
 I = npt.NDArray[np.int64]
+
+ScaleDownChoice = Literal["replicaset", "random", "least_work", "least_work_now"]
+Routing = Literal["least_outstanding", "random"]
+SCALE_DOWN_CHOICES: tuple[ScaleDownChoice, ...] = ("replicaset", "random", "least_work", "least_work_now")
 
 
 @dataclass
@@ -79,6 +99,19 @@ class Pod:
         if now - self.scheduled < container_start_s:
             return PodStage.SCHEDULED
         return PodStage.LOADING
+
+
+@dataclass
+class Removal:
+    """One ready pod removed by a scale-down: when (`t`, the scale write), the requests it held
+    then (`in_flight`: running + waiting on the engine, the requests a SIGTERM reaches) and,
+    once it is gone, how many were still unfinished at `drain_grace_s` and failed (`killed`,
+    None while it drains)."""
+
+    t: float
+    pod: str
+    in_flight: int
+    killed: int | None = None
 
 
 @dataclass
@@ -123,9 +156,20 @@ _NO_SIGNALS = SloSignals()
 class Cluster:
     def __init__(self, profile: Profile, initial_replicas: int, max_pods: int, min_nodes: int = 0,
                  max_nodes: int = 1000, scrape_s: float = 15.0, rate_window_s: float = 60.0,
-                 warm_nodes: int | None = None, seed: int = 0, startup: StartupMode = "random") -> None:
+                 warm_nodes: int | None = None, seed: int = 0, startup: StartupMode = "random",
+                 scale_down_choice: ScaleDownChoice = "replicaset", routing: Routing = "least_outstanding") -> None:
         self.p = profile
         self.rng = np.random.default_rng(seed)  # every random draw of the fleet (start-up times, routing ties)
+        if scale_down_choice not in SCALE_DOWN_CHOICES:
+            raise ValueError(f"scale_down_choice must be one of {', '.join(SCALE_DOWN_CHOICES)}, got {scale_down_choice!r}")
+        self.scale_down_choice: ScaleDownChoice = scale_down_choice
+        self._choice_rng = np.random.default_rng([seed, 0x5CA1ED])  # "random" only: not the fleet's draws
+        if routing not in ("least_outstanding", "random"):
+            raise ValueError(f"routing must be least_outstanding or random, got {routing!r}")
+        self.routing: Routing = routing
+        self._route_rng = np.random.default_rng([seed, 0x20C7E])  # routing = "random" only
+        self.removals: list[Removal] = []  # every ready pod a scale-down removed (see `Removal`)
+        self._removal_of: dict[str, Removal] = {}  # the removals of pods still draining
         self.startup = StartupTimes(profile, startup, self.rng)
         # requests a pod may hold (running + waiting at the pod); beyond it they wait at the router, as
         # behind Knative's activator (containerConcurrency) or Ray Serve's handle (max_ongoing_requests)
@@ -205,23 +249,49 @@ class Cluster:
                 pod = self._new_pod(now, self.startup.pod_load_s())
                 self._bind(pod, now)
         elif n < len(active):
-            def rank(p: Pod) -> tuple[int, float]:
+            cost = self._deletion_costs(active, n)
+
+            def rank(p: Pod) -> tuple[int, float, float]:
                 if p.scheduled is None:
-                    return (0, -p.created)
+                    return (0, 0.0, -p.created)
                 if p.ready is None:
-                    return (1, -p.created)
-                return (2, -p.ready)
+                    return (1, 0.0, -p.created)
+                return (2, cost.get(p.name, 0.0), -p.ready)
             for pod in sorted(active, key=rank)[: len(active) - n]:
                 self._delete(pod, now)
+
+    def _deletion_costs(self, active: list[Pod], n: int) -> dict[str, float]:
+        """The ready pods' pod-deletion-cost under `scale_down_choice` (absent: 0). "least_work":
+        the k = ready - n pods to go, least work in their last scrape first, get -k ... -1 (as
+        `autoscaler.controller.deletion_cost.choose`); "random": a random cost each."""
+        ready = [p for p in active if p.ready is not None and p.slot is not None]
+        if self.scale_down_choice == "random":
+            return {p.name: float(u) for p, u in zip(ready, self._choice_rng.random(len(ready)))}
+        k = len(ready) - n
+        if self.scale_down_choice not in ("least_work", "least_work_now") or k <= 0:
+            return {}
+        if self.scale_down_choice == "least_work_now":
+            out = self.engine.outstanding()
+            work = {p.name: float(out[p.slot]) for p in ready if p.slot is not None}
+        else:
+            work = {p.name: p.scraped[1] + p.scraped[2] for p in ready if p.scraped is not None}
+        known = sorted((p for p in ready if p.name in work), key=lambda p: (work[p.name], -p.created, p.name))
+        chosen = known[:k]
+        return {p.name: float(i - len(chosen)) for i, p in enumerate(chosen)}
 
     def _delete(self, pod: Pod, now: float) -> None:
         self._routable = None
         pod.deleted = now
         if pod.ready is None:
             self._remove(pod, now)
+        elif pod.slot is not None:
+            removal = Removal(now, pod.name, int(self.engine.outstanding()[pod.slot]))
+            self.removals.append(removal)
+            self._removal_of[pod.name] = removal
 
     def _remove(self, pod: Pod, now: float) -> None:
         self._routable = None
+        self._removal_of.pop(pod.name, None)
         pod.gone = now
         if pod.node is not None:
             node = self.nodes[pod.node]
@@ -276,11 +346,16 @@ class Cluster:
             if pod.ready is None and pod.scheduled is not None and now >= pod.scheduled + pod.load_s:
                 self._make_ready(pod, pod.scheduled + pod.load_s)
             if pod.deleted is not None and pod.ready is not None and pod.slot is not None:
+                removal = self._removal_of.get(pod.name)
                 if self.engine.slot_empty(pod.slot):
+                    if removal is not None:
+                        removal.killed = 0
                     self._remove(pod, now)
                 elif now - pod.deleted >= p.drain_grace_s:
                     fin = self.engine.kill_slot(pod.slot, now)
                     self.failed = _cat(self.failed, fin)
+                    if removal is not None:
+                        removal.killed = int(fin.arrival.size)
                     self._remove(pod, now)
 
     def route(self, arrival: F, n_in: I, n_out: I) -> None:
@@ -304,7 +379,10 @@ class Cluster:
         self.pending_t, self.pending_in, self.pending_out = arrival[go:], n_in[go:], n_out[go:]
         if go == 0:
             return
-        counts = water_fill(load, go, self.rng, self.pod_concurrency_limit)
+        if self.routing == "random" and self.pod_concurrency_limit is None:
+            counts = self._route_rng.multinomial(go, np.full(slots.size, 1.0 / slots.size)).astype(np.int64)
+        else:
+            counts = water_fill(load, go, self.rng, self.pod_concurrency_limit)
         # interleave: the k-th request of each replica in arrival order
         target = np.repeat(slots, counts)
         key = np.arange(target.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
