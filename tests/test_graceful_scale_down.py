@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
+from structlog.testing import capture_logs
 
 from autoscaler.adapters.kubernetes import KubeClient, KubeConflict
 from autoscaler.config import ConfigWatcher
@@ -127,17 +128,21 @@ def write_config(path: Path, prometheus_url: str) -> Path:
     return path
 
 
-def test_on_scale_down_the_pods_with_the_least_work_are_the_ones_removed(
-    vllm_exporter: VllmExporter, prometheus_server: PrometheusServer, rs_server: KubeApiServer, tmp_path: Path
-) -> None:
-    seed(rs_server)
+def scale_down_tick(exporter: VllmExporter, prometheus: PrometheusServer, server: KubeApiServer,
+                    tmp_path: Path) -> Any:
+    """4 ready pods running 6, 0, 3, 2 requests, scraped by Prometheus; one Controller tick."""
+    seed(server)
     for name, running in WORK.items():
-        vllm_exporter.set(NS, name, waiting=0, running=running, kv=0.05 + running / 100, completed=0.5, engines=1)
-    prometheus_server.reload(vllm_exporter.targets())
-    prometheus_server.wait_for_series(f'vllm:num_requests_running{{namespace="{NS}"}}',
-                                      lambda r: len(r) == len(WORK), timeout=30)
-    kubeconfig = rs_server.write_kubeconfig(tmp_path / "kubeconfig")
-    config = write_config(tmp_path / "autoscaler.yaml", prometheus_server.url)
+        exporter.set(NS, name, waiting=0, running=running, kv=0.05 + running / 100, completed=0.5, engines=1)
+    prometheus.reload(exporter.targets())
+    prometheus.wait_for_series(f'vllm:num_requests_running{{namespace="{NS}"}}', lambda r: len(r) == len(WORK),
+                               timeout=30)
+    # and every pod's throughput (a rate needs two scrapes): without it the tick holds
+    prometheus.wait_for_series(f'sum by (pod) (rate(vllm:request_success_total{{namespace="{NS}"}}[4s]))',
+                               lambda r: len(r) == len(WORK) and all(abs(float(x["value"][1]) - 0.5) < 0.1 for x in r),
+                               timeout=30)
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    config = write_config(tmp_path / "autoscaler.yaml", prometheus.url)
     kube = KubeClient.from_environment(kubeconfig=str(kubeconfig), sleep=lambda s: None)
     controller = Controller(watcher=ConfigWatcher(config), kube=kube, clock=time.time)
     try:
@@ -146,8 +151,15 @@ def test_on_scale_down_the_pods_with_the_least_work_are_the_ones_removed(
         controller.close()
         kube.close()
     assert outcome.action == "patched" and outcome.decision is not None, outcome
-    desired = outcome.decision.desired_replicas
-    assert desired == 2, outcome.decision  # 4 -> 2 at most 2 pods per period (scale_down_max_pods)
+    # 4 -> 2: at most 2 pods per period (scale_down_max_pods)
+    assert outcome.decision.desired_replicas == 2, outcome.decision
+    return outcome
+
+
+def test_on_scale_down_the_pods_with_the_least_work_are_the_ones_removed(
+    vllm_exporter: VllmExporter, prometheus_server: PrometheusServer, rs_server: KubeApiServer, tmp_path: Path
+) -> None:
+    scale_down_tick(vllm_exporter, prometheus_server, rs_server, tmp_path)
     # the two with the least work go (qwen-1: 0, qwen-3: 2), not the two most recently ready
     # (qwen-0 with 6 running, qwen-1) the ReplicaSet would have picked on its own
     assert sorted(rs_server.removed_pods) == [f"{NS}/qwen-1", f"{NS}/qwen-3"]
@@ -158,3 +170,19 @@ def test_on_scale_down_the_pods_with_the_least_work_are_the_ones_removed(
     # the marks went out before the scale write
     scale = rs_server.requests_matching(method="PATCH", path_regex="/scale$")
     assert len(scale) == 1 and max(r.at for r in patches) <= scale[0].at
+
+
+def test_without_rbac_on_pods_the_scale_down_goes_ahead_in_the_replicasets_order(
+    vllm_exporter: VllmExporter, prometheus_server: PrometheusServer, rs_server: KubeApiServer, tmp_path: Path
+) -> None:
+    rs_server.inject_fault(method="PATCH", path_regex="/pods/", status=403, times=None,
+                           message='pods "x" is forbidden: User "system:serviceaccount:vllm-queue-autoscaler:'
+                                   'vllm-queue-autoscaler" cannot patch resource "pods"')
+    with capture_logs() as logs:
+        scale_down_tick(vllm_exporter, prometheus_server, rs_server, tmp_path)
+    # each pod tried once, refused; the scale went ahead; the ReplicaSet picked the most recently ready
+    assert len(rs_server.requests_matching(method="PATCH", path_regex="/pods/")) == 2
+    assert sorted(rs_server.removed_pods) == [f"{NS}/qwen-0", f"{NS}/qwen-1"]
+    [line] = [x for x in logs if x["event"] == "deletion_cost"]
+    assert line["log_level"] == "warning" and sorted(line["failed"]) == ["qwen-1", "qwen-3"]
+    assert all("cannot patch" in e for e in line["failed"].values())

@@ -31,9 +31,9 @@ from unittest import mock
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autoscaler.sim import runner  # noqa: E402
-from autoscaler.sim.cluster import SCALE_DOWN_CHOICES, Cluster, Routing, ScaleDownChoice  # noqa: E402
-from autoscaler.sim.experiment import Scenario, build, prepared_for  # noqa: E402
+from autoscaler.sim import runner
+from autoscaler.sim.cluster import SCALE_DOWN_CHOICES, Cluster, Routing, ScaleDownChoice
+from autoscaler.sim.experiment import Scenario, build, prepared_for
 
 
 def run(scenario: Path, policy: str, seed: int, choice: ScaleDownChoice, grace: float | None,

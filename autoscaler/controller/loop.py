@@ -279,7 +279,8 @@ class Controller:
                        dry_run=self.dry_run, leading=leading, hpa=hpa.name if hpa else None,
                        resource_version=deployment.resource_version, uid=deployment.uid,
                        marking=deletion_cost.choose(snapshot.pods_of(deployment), observation,
-                                                    decision.desired_replicas, now, policy.stale_after_seconds))
+                                                    decision.desired_replicas, now, policy.stale_after_seconds)
+                       if decision.desired_replicas < observation.spec_replicas else None)
         written = self._record_ahead(log, planned, key, new_state) or write(self.kube, planned, fence=self._fence)
         self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)

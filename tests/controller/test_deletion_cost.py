@@ -9,10 +9,19 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.adapters.kubernetes import KubeConflict, KubeFenced, KubeForbidden, KubeServerError
+from autoscaler.adapters.kubernetes import (
+    KubeConflict,
+    KubeForbidden,
+    KubeServerError,
+)
 from autoscaler.adapters.kubernetes.objects import PodInfo
 from autoscaler.controller.actuation import Outcome, plan, write
-from autoscaler.controller.deletion_cost import DELETION_COST, MARKED_AT, Marking, choose
+from autoscaler.controller.deletion_cost import (
+    DELETION_COST,
+    MARKED_AT,
+    Marking,
+    choose,
+)
 from autoscaler.policy.types import MetricSample, Observation, ReadyPod
 from tests.controller.fakes import FakeKube, ScriptedFence
 from tests.kube_api_server import pod
