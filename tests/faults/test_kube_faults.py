@@ -233,7 +233,7 @@ def test_deployment_deleted_mid_tick(harness: Harness, kube_server: KubeApiServe
     line = failed_line(logs)
     assert line["error_type"] == "KubeNotFound" and "not found" in str(line["error"])
     assert kube_server.get("deployments", NS, NAME) is None  # nothing re-created it
-    assert [r.status for r in kube_server.requests_matching("PATCH")] == [404]
+    assert [r.status for r in kube_server.requests_matching("PATCH", SCALE)] == [404]
     assert events(kube_server) == []  # no Event about an object that is gone
     # the next tick: still gone, said plainly, no crash
     with capture_logs() as logs:
