@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test lint prometheus demo experiments tuning bench image deploy-config release clean
+.PHONY: venv test lint prometheus demo experiments tuning bench image release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,10 +71,6 @@ bench: venv
 # The controller image (needs a Docker engine).
 image:
 	docker build -t $(IMAGE):$(VERSION) .
-
-# kustomize reads no file outside deploy/controller; tests/test_deploy.py fails when the copy differs.
-deploy-config:
-	cp config/autoscaler.yaml deploy/controller/autoscaler.yaml
 
 # deploy/release.yaml, the kit in one file: `kubectl kustomize deploy/release` (the venv's kubectl);
 # tests/test_deploy.py fails when it is not a fresh build.
