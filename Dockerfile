@@ -9,11 +9,14 @@
 # versions, the sha256 of every file) and requirements-build.lock (setuptools, which builds our
 # wheel); each file's header has the command that regenerates it.
 #
-# The base is pinned by version only: this repository could not reach a container registry to
-# read its digest. Pin it in your build (`docker buildx imagetools inspect
-# python:3.11.11-slim-bookworm` prints it):
-#   docker build --build-arg PYTHON_IMAGE=python:3.11.11-slim-bookworm@sha256:<digest> .
-ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+# The base is pinned by digest: a tag moves, a digest names one image. This one is a real
+# published digest of python:3.11-slim, taken from the Dockerfile of a public repository
+# (github.com/alvarogaro/AGR-MVS, Dockerfile, commit 1f11c7a991e4aee222d0ec8fe06fe4c34a961d8f):
+# this repository could not reach a container registry to read the current one. Refresh it (and
+# pick up the base's security fixes) with tools/pin_base_image.sh, which reads the digest with
+# `docker buildx imagetools inspect` or `crane digest` and rewrites the line below; or override it
+# for one build: docker build --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest> .
+ARG PYTHON_IMAGE=python:3.11-slim@sha256:39cecc9cde774f9209ad26a0ab2dc4f5d10ba92d2913a835cebea3b402af8e8b
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \

@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test lint prometheus demo experiments tuning bench image deploy-config release clean
+.PHONY: venv test lint prometheus demo experiments tuning bench image release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,17 @@ test: venv prometheus lint
 
 # The decision log of a burst through the decision core (ours vs. HPA on the queue), then
 # 20 minutes of a real trace through the fleet simulator under several policies. Outputs go to
-# build/demo/ (not tracked).
-demo: venv
+# build/demo/ (not tracked): a fresh clone keeps a clean `git status`. The demo needs the package
+# and its `sim` extra only (numpy, matplotlib), not the test tools; `make test` adds those to the
+# same virtualenv.
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[sim]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m examples.burst_decision_log
 	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/demo.yaml \
 		--plot build/demo/demo.png --json build/demo/demo.json --markdown build/demo/demo.md
@@ -71,10 +80,6 @@ bench: venv
 # The controller image (needs a Docker engine).
 image:
 	docker build -t $(IMAGE):$(VERSION) .
-
-# kustomize reads no file outside deploy/controller; tests/test_deploy.py fails when the copy differs.
-deploy-config:
-	cp config/autoscaler.yaml deploy/controller/autoscaler.yaml
 
 # deploy/release.yaml, the kit in one file: `kubectl kustomize deploy/release` (the venv's kubectl);
 # tests/test_deploy.py fails when it is not a fresh build.

@@ -209,4 +209,5 @@ def test_registered_in_the_group() -> None:
     assert "check-config" in result.output
     result = CliRunner().invoke(main, ["check-config", "--help"])
     assert result.exit_code == 0
-    assert "--json" in result.output
+    assert "-o, --output" in result.output and "[text|json|yaml]" in result.output
+    assert "--json" not in result.output  # the old spelling works, hidden (tests/cli)

@@ -34,7 +34,6 @@ from autoscaler.policy.params import PolicyParams, SloParams
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "config"
-SHIPPED = REPO / "config" / "autoscaler.yaml"
 
 TARGET = "targets:\n  - namespace: llm\n    deployment: qwen3-8b\n"
 
@@ -487,109 +486,7 @@ def _num(value: object) -> str:
     return str(value)
 
 
-def _yaml_scalar(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return _num(value)
-
-
-def _range_text(info: Any) -> str | None:
-    """`range 0..86400`, `range >0..1`, `range 1..100000 or null`: the inclusive-unless-`>`
-    convention of the file; `length 1..253 or null` for a string."""
-    nullable = type(None) in typing.get_args(info.annotation)
-    lengths = [getattr(m, a) for m in info.metadata for a in ("min_length", "max_length") if hasattr(m, a)]
-    if len(lengths) == 2:
-        return f"length {lengths[0]}..{lengths[1]}" + (" or null" if nullable else "")
-    lo = hi = None
-    for m in info.metadata:
-        if isinstance(m, annotated_types.Ge):
-            lo = _num(m.ge)
-        elif isinstance(m, annotated_types.Gt):
-            lo = ">" + _num(m.gt)
-        elif isinstance(m, annotated_types.Le):
-            hi = _num(m.le)
-    if lo is None or hi is None:
-        return None
-    return f"range {lo}..{hi}" + (" or null" if nullable else "")
-
-
-def _documented_models() -> list[tuple[str, type[BaseModel]]]:
-    nested = [(f"defaults.{name}", info.annotation) for name, info in PolicyParams.model_fields.items()
-              if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)]
-    assert nested, "PolicyParams has nested sections (slo): they are documented key by key"
-    return [("controller", ControllerSettings), ("controller.prometheus", PrometheusSettings),
-            ("defaults", PolicyParams), *nested]
-
-
-def _key_lines(text: str) -> dict[str, tuple[int, str]]:
-    """Dotted key path -> (line number, line), for every key line outside `targets`."""
-    out: dict[str, tuple[int, str]] = {}
-    stack: list[tuple[int, str]] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        match = re.match(r"^( *)([a-z_][a-z0-9_]*):", line)
-        if not match or line.lstrip().startswith("#"):
-            continue
-        indent, key = len(match.group(1)), match.group(2)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        stack.append((indent, key))
-        out[".".join(k for _, k in stack)] = (number, line)
-    return out
-
-
-def test_shipped_file_validates_with_default_values() -> None:
-    config = load_config_file(SHIPPED)
-    assert config.warnings() == []
-    assert config.controller == ControllerSettings()
-    assert config.defaults.as_dict() == PolicyParams().model_dump()  # every key, at its default
-    [(target, policy)] = list(config.effective_policies())
-    assert (target.name, policy.gpus_per_replica, policy.max_replicas) == ("llm/qwen3-8b", 1, 8)
-
-
-def test_shipped_file_lists_every_key() -> None:
-    keys = _key_lines(SHIPPED.read_text())
-    missing = [f"{section}.{name}" for section, model in _documented_models()
-               for name in model.model_fields if f"{section}.{name}" not in keys]
-    assert missing == []
-    assert {"controller", "defaults", "targets"} <= set(keys)
-
-
-def test_shipped_file_documents_every_key() -> None:
-    lines = SHIPPED.read_text().splitlines()
-    for number, line in enumerate(lines, 1):  # every key line, targets included, has a comment
-        if re.match(r"^ *(- )?[a-z_][a-z0-9_]*:", line):
-            assert re.search(r" #\s*\S", line), f"line {number} has no comment: {line!r}"
-    keys = _key_lines(SHIPPED.read_text())
-    for section, model in _documented_models():
-        for name, info in model.model_fields.items():
-            number, line = keys[f"{section}.{name}"]
-            comment = line.split(" #", 1)[1]
-            above = []  # the block comment right above the key, if any
-            for previous in reversed(lines[: number - 1]):
-                if not previous.strip().startswith("#"):
-                    break
-                above.append(previous)
-            if isinstance(info.default, BaseModel) or info.default_factory is not None:
-                continue  # a section (prometheus:): its keys are checked one by one
-            default = _yaml_scalar(info.default)
-            assert f"default {default}" in comment + " ".join(above), f"{section}.{name}: default {default}"
-            expected_range = _range_text(info)
-            if expected_range is not None:
-                assert expected_range in comment, f"{section}.{name}: {expected_range}"
-
-
-def test_shipped_commented_example_target_is_valid() -> None:
-    text = SHIPPED.read_text()
-    block = re.search(r"^  # - namespace:.*?(?=^\S|\Z)", text, re.M | re.S)
-    assert block is not None
-    uncommented = "\n".join(line.replace("  # ", "  ", 1) for line in block.group(0).splitlines())
-    config = load_config_text(text + "\n" + uncommented + "\n")
-    assert [t.name for t in config.targets] == ["llm/qwen3-8b", "llm/llama-3-70b"]
-    llama = config.policy_for(config.targets[1])
-    assert llama.max_gpus is not None and llama.max_gpus // llama.gpus_per_replica == 4
-    assert llama.slo == SloParams(ttft_seconds=3, ttft_seconds_per_1k_prompt_tokens=0.25)  # the rest from defaults
+# The shipped file and its `_example` block: tests/test_config_example.py.
 
 
 def test_fixture_files_are_what_their_tests_say() -> None:

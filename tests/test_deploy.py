@@ -402,8 +402,8 @@ def test_controller_reads_the_generated_config_as_a_directory(built: dict[str, l
     volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
     configmap = _one(docs, "ConfigMap", volume["configMap"]["name"])
     text = configmap["data"][config_path.name]
-    assert text == CONFIG.read_text(), ("deploy/controller/autoscaler.yaml differs from config/autoscaler.yaml: "
-                                        "cp config/autoscaler.yaml deploy/controller/autoscaler.yaml")
+    assert text == CONFIG.read_text()  # the ConfigMap is generated from config/ (a symlink to the kit's file)
+    assert CONFIG.is_symlink() and CONFIG.resolve() == (REPO / "deploy/controller/autoscaler.yaml").resolve()
     config = load_config_text(text)
     assert config.controller.namespace == CONTROLLER_NAMESPACE
     env = {e["name"]: e for e in container["env"]}
@@ -461,7 +461,8 @@ def test_image_is_pinned_to_the_package_version(built: dict[str, list[dict[str, 
 def test_dockerfile_is_multi_stage_pinned_and_non_root() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", dockerfile, re.M)
-    assert base is not None and re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+", base.group(1))
+    # pinned by digest (a tag moves); the Python of the lock files (tests/test_release.py: 3.11)
+    assert base is not None and re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", base.group(1)), base
     stages = re.findall(r"^FROM (\S+)(?: AS (\w+))?$", dockerfile, re.M)
     assert stages == [("${PYTHON_IMAGE}", "build"), ("${PYTHON_IMAGE}", "runtime")]
     assert "COPY --from=build" in dockerfile
@@ -469,6 +470,32 @@ def test_dockerfile_is_multi_stage_pinned_and_non_root() -> None:
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ignored[ignored.index("*") + 1:ignored.index("*") + 4] == ["!pyproject.toml", "!README.md", "!autoscaler/"]
 
+
+
+def test_pin_base_image_rewrites_the_digest(tmp_path: Path) -> None:
+    """tools/pin_base_image.sh, with a stand-in `crane` (no registry here): the ARG line gets the
+    digest read, the tag is kept, nothing else changes; no digest read -> exit 1, file untouched."""
+    (tmp_path / "tools").mkdir()
+    shutil.copy(REPO / "tools" / "pin_base_image.sh", tmp_path / "tools")
+    original = (REPO / "Dockerfile").read_text()
+    (tmp_path / "Dockerfile").write_text(original)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    crane = bin_dir / "crane"
+    digest = "sha256:" + "ab" * 32
+    crane.write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'digest python:3.11-slim' ] && echo {digest}\n")
+    crane.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    script = str(tmp_path / "tools" / "pin_base_image.sh")
+    proc = subprocess.run(["sh", script], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    pinned = (tmp_path / "Dockerfile").read_text()
+    expected = re.sub(r"^ARG PYTHON_IMAGE=.*$", f"ARG PYTHON_IMAGE=python:3.11-slim@{digest}", original, flags=re.M)
+    assert pinned == expected and pinned != original
+    crane.write_text("#!/bin/sh\necho 'UNAUTHORIZED'\n")
+    proc = subprocess.run(["sh", script, "python:3.12-slim"], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1 and "no sha256 digest" in proc.stderr
+    assert (tmp_path / "Dockerfile").read_text() == pinned
 
 # --------------------------------------------------------------------------- alerts and dashboard
 

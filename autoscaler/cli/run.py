@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
 from types import FrameType
 
+from typing import Any
+
 import click
-from rich.console import Console
+from pydantic import ValidationError
 from rich.table import Table
 
 from autoscaler.adapters.kubernetes import KubeClient
+from autoscaler.adapters.prometheus import PrometheusSource
+from autoscaler.cli.output import JSON, TEXT, console, output_option, print_json
 from autoscaler.config import ConfigError, ConfigWatcher
+from autoscaler.config.model import PrometheusSettings
 from autoscaler.controller.leader import LeaderElector, LeaseSettings
 from autoscaler.controller.logs import configure_logging
-from autoscaler.controller.loop import Controller, TargetOutcome, run_forever
+from autoscaler.controller.loop import (
+    Controller,
+    PrometheusFactory,
+    TargetOutcome,
+    default_prometheus_factory,
+    run_forever,
+)
 from autoscaler.controller.telemetry import ControllerMetrics, HealthServer
 
 DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 @click.command("run")
@@ -27,10 +40,17 @@ DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
     "--config", "config_path", default=DEFAULT_CONFIG, show_default=True, envvar="AUTOSCALER_CONFIG",
     help="The ConfigMap's autoscaler.yaml (a mounted ConfigMap is re-read when it changes).",
 )
+@click.option("--prometheus-url", default=None, metavar="URL",
+              help="Prometheus base URL, instead of the config's controller.prometheus.url "
+                   "(e.g. http://127.0.0.1:9090 through kubectl port-forward).")
 @click.option("--kubeconfig", default=None, help="Kubeconfig file; default: in-cluster, else $KUBECONFIG.")
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--dry-run", is_flag=True, help="Decide and log, never patch. Also shadows Deployments an HPA scales.")
-@click.option("--once", is_flag=True, help="Run one tick, print the decisions and exit (1 if a target failed).")
+@click.option("--once", is_flag=True, help="Run one tick, print the decisions on stdout and exit (1 if a target "
+                                           "failed); the log goes to stderr.")
+@output_option(TEXT, JSON)
+@click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True,
+              help="Least severe log line written.")
 @click.option("--metrics-port", type=int, default=None, help="Port of /metrics, /healthz, /readyz (default: config).")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address to serve them on.")
 @click.option(
@@ -46,10 +66,13 @@ DEFAULT_CONFIG = "/etc/vllm-queue-autoscaler/autoscaler.yaml"
               help="Seconds between two attempts to acquire or renew the Lease (< --renew-deadline).")
 def run(
     config_path: str,
+    prometheus_url: str | None,
     kubeconfig: str | None,
     context: str | None,
     dry_run: bool,
     once: bool,
+    output: str,
+    log_level: str,
     metrics_port: int | None,
     metrics_host: str,
     leader_elect: bool,
@@ -58,13 +81,21 @@ def run(
     renew_deadline: float,
     retry_period: float,
 ) -> None:
-    """Run the controller: scale each target Deployment on queue depth and KV-cache usage."""
+    """Run the controller: scale each target Deployment on queue depth and KV-cache usage.
+
+    The controller writes its decision log (JSON lines) on stdout. With --once, stdout holds the
+    decisions (a table, or -o json) and the log goes to stderr.
+    """
     if once and leader_elect:
         # one tick cannot wait for a Lease to expire, and acting without one could race a leader
         click.echo("--once cannot be used with --leader-elect: run one tick without election "
                    "(only where no other replica runs), or run without --once", err=True)
         sys.exit(2)
-    configure_logging()
+    if output != TEXT and not once:
+        click.echo(f"error: -o {output} goes with --once (the controller writes its log as JSON lines)", err=True)
+        sys.exit(2)
+    factory = default_prometheus_factory if prometheus_url is None else _prometheus_at(prometheus_url)
+    configure_logging(sys.stderr if once else sys.stdout, LOG_LEVELS[log_level])
     try:
         watcher = ConfigWatcher(config_path)
     except ConfigError as exc:
@@ -93,6 +124,7 @@ def run(
         elector.start(stop)
     controller = Controller(
         watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run, controller_namespace=namespace, fence=elector,
+        prometheus_factory=factory,
     )
     server: HealthServer | None = None
     if not once:
@@ -113,7 +145,10 @@ def run(
     try:
         if once:
             outcomes = controller.tick()
-            print_outcomes(outcomes, dry_run)
+            if output == JSON:
+                print_json(outcomes_json(outcomes, dry_run))
+            else:
+                print_outcomes(outcomes, dry_run)
             sys.exit(1 if any(o.action == "error" for o in outcomes) else 0)
         run_forever(controller, stop)
     finally:
@@ -126,8 +161,39 @@ def run(
             server.stop()
 
 
+def _prometheus_at(url: str) -> PrometheusFactory:
+    """A Prometheus factory that queries `url` with the config's other settings; a URL that is not
+    http(s) is one line and exit 2, before anything is read."""
+    try:
+        PrometheusSettings(url=url)
+    except ValidationError:
+        click.echo(f"error: --prometheus-url {' '.join(url.split())[:200]!r}: must be an http:// or https:// URL",
+                   err=True)
+        sys.exit(2)
+
+    def factory(settings: PrometheusSettings) -> PrometheusSource:
+        return default_prometheus_factory(settings.model_copy(update={"url": url}))
+
+    return factory
+
+
+def outcomes_json(outcomes: list[TargetOutcome], dry_run: bool) -> dict[str, Any]:
+    """`run --once -o json`: `{"dry_run": bool, "decisions": [{namespace, deployment, action,
+    error, current, desired, reason, clamp, values}]}`, `values` as in the decision log."""
+    rows: list[dict[str, Any]] = []
+    for o in outcomes:
+        d = o.decision
+        rows.append({
+            "namespace": o.namespace, "deployment": o.deployment, "action": o.action, "error": o.error,
+            "current": d.current_replicas if d else None, "desired": d.desired_replicas if d else None,
+            "reason": d.reason.value if d else None, "clamp": d.clamp.value if d and d.clamp else None,
+            "values": d.values.as_dict() if d else None,
+        })
+    return {"dry_run": dry_run, "decisions": rows}
+
+
 def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
-    """A table of this tick's decisions, on stderr (stdout carries the JSON log lines)."""
+    """A table of this tick's decisions, on stdout (the log lines go to stderr)."""
     table = Table(title="decisions" + (" (dry run: nothing patched)" if dry_run else ""))
     for col in ("target", "replicas", "reason", "limit", "queue", "KV", "SLO ttft/tpot", "bound by", "lead s",
                 "in flight", "action"):
@@ -151,7 +217,7 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
             str(v.pods_in_flight),
             o.action,
         )
-    Console(stderr=True, width=160).print(table)
+    console(min_width=160).print(table)
 
 
 def _slo_cell(ttft: float | None, tpot: float | None, replicas: float) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,17 @@ import click
 import yaml
 
 from autoscaler.cli.errors import fail
+from autoscaler.cli.output import (
+    JSON,
+    TEXT,
+    console,
+    no_progress_option,
+    output_file_option,
+    output_option,
+    print_json,
+    require_extra,
+    resolve_output_file,
+)
 from autoscaler.config.atomic import atomic_path
 
 if TYPE_CHECKING:
@@ -20,6 +32,23 @@ if TYPE_CHECKING:
 
 MAX_JOBS = 256
 MAX_SEEDS = 100
+MIN_WIDTH = 150
+"""Width of the scoreboard on a terminal narrower than that (a pipe: no wrapping at all)."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where the results go: `fmt` on stdout, the JSON document, Markdown and plot files."""
+
+    fmt: str
+    json_path: str | None
+    md_path: str | None
+    plot_path: str | None
+    progress: bool
+
+    @property
+    def text(self) -> bool:
+        return self.fmt == TEXT
 
 
 @click.command("simulate")
@@ -41,17 +70,25 @@ MAX_SEEDS = 100
 @click.option("--seeds", type=int, default=None, help="With --sweep: seeds 0 .. N-1 (default: the protocol's).")
 @click.option("--jobs", type=int, default=None, help="Worker processes for --sweep (default: CPU count).")
 @click.option("--executor", default="local", show_default=True, help="Where --sweep runs (autoscaler.sim.executor).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write results as JSON.")
+@output_option(TEXT, JSON)
+@output_file_option("the results")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG: arrivals, queue, replicas (a sweep: the cost frontier).")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False), default=None, help="Write the table as Markdown.")
+@no_progress_option()
 def simulate(trace_path: str | None, scenario: str | None, profile: str | None, policies: tuple[str, ...],
              rate_scale: float | None, peak_replicas: int | None, start: float | None, duration: float | None,
              dt: float | None, max_replicas: int | None, knob_grids: tuple[str, ...], sweep: bool, seeds: int | None,
-             jobs: int | None, executor: str, json_out: str | None, plot_out: str | None, md_out: str | None) -> None:
+             jobs: int | None, executor: str, output: str, output_file: str | None, json_alias: str | None,
+             plot_out: str | None, md_out: str | None, no_progress: bool) -> None:
     """Simulate a vLLM fleet on a real trace under each policy and print the scoreboard."""
     from dataclasses import replace
 
+    fmt, json_out = resolve_output_file(output, output_file, json_alias)
+    outs = Outputs(fmt, json_out, md_out, plot_out, not no_progress)
+    require_extra("numpy", "sim", "autoscaler simulate")
+    if plot_out:
+        require_extra("matplotlib", "sim", "--plot")
     from autoscaler.sim.experiment import Scenario, known_policies, known_policy, prepared_for
 
     if not scenario and not trace_path:
@@ -83,9 +120,9 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
         fail(str(exc))
     if sweep:
         exploratory = bool(over or policies or knob_grids or not scenario)
-        _sweep(sc, prep, list(policies), grids, seeds, exploratory, jobs, executor, json_out, md_out, plot_out)
+        _sweep(sc, prep, list(policies), grids, seeds, exploratory, jobs, executor, outs)
     else:
-        _single(sc, prep, json_out, md_out, plot_out)
+        _single(sc, prep, outs)
 
 
 def _check_counts(jobs: int | None, seeds: int | None, sweep: bool, knob_grids: tuple[str, ...]) -> None:
@@ -112,12 +149,6 @@ def _parse_knobs(knob_grids: tuple[str, ...]) -> dict[str, tuple[float, ...]]:
     return grids
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(width=max(Console().width, 150))
-
-
 def _describe(prep: Prepared) -> str:
     return (f"{prep.trace.describe()} | {prep.profile.name} | capacity {prep.capacity_rps:.1f} req/s/replica | "
             f"peak needs {prep.peak_need} replicas")
@@ -132,7 +163,7 @@ def _write(path: str | None, write: Callable[[Path], object]) -> None:
         write(tmp)
 
 
-def _single(sc: Scenario, prep: Prepared, json_out: str | None, md_out: str | None, plot_out: str | None) -> None:
+def _single(sc: Scenario, prep: Prepared, outs: Outputs) -> None:
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from autoscaler.sim.experiment import run_one
@@ -141,12 +172,14 @@ def _single(sc: Scenario, prep: Prepared, json_out: str | None, md_out: str | No
 
     for name in sc.policies:
         _check_static(sc, prep, name, [])
-    console = _console()
+    screen = console(min_width=MIN_WIDTH)
     desc = _describe(prep)
-    console.print(desc)
+    if outs.text:
+        screen.print(desc)
     results: dict[str, RunResult] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+                  TimeElapsedColumn(), console=console(stderr=True), transient=True,
+                  disable=not outs.progress) as bar:
         for name in sc.policies:
             task = bar.add_task(f"{name:12s}", total=1.0)
 
@@ -158,14 +191,18 @@ def _single(sc: Scenario, prep: Prepared, json_out: str | None, md_out: str | No
     meta = {"scenario": sc.name, "trace": prep.trace.describe(), "rate_scale": prep.trace.scale,
             "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
             "slo": sc.slo.as_dict(), "dt_s": sc.dt, "seed": sc.seed, "initial_replicas": prep.cfg.initial_replicas}
-    console.print(rich_table(results, desc))
-    _write(json_out, lambda tmp: tmp.write_text(json.dumps(to_json(results, meta), indent=1, default=float)))
-    _write(md_out, lambda tmp: tmp.write_text(f"{desc}\n\n" + markdown(results)))
-    if plot_out:
+    doc = to_json(results, meta)
+    if outs.text:
+        screen.print(rich_table(results, desc))
+    else:
+        print_json(doc, indent=1)
+    _write(outs.json_path, lambda tmp: tmp.write_text(json.dumps(doc, indent=1, default=float)))
+    _write(outs.md_path, lambda tmp: tmp.write_text(f"{desc}\n\n" + markdown(results)))
+    if outs.plot_path:
         from autoscaler.sim.plot import plot
 
-        _write(plot_out, lambda tmp: plot(results, tmp, desc))
-        console.print(f"plot: {plot_out}")
+        _write(outs.plot_path, lambda tmp: plot(results, tmp, desc))
+        click.echo(f"plot: {outs.plot_path}", err=not outs.text)
 
 
 def _check_static(sc: Scenario, prep: Prepared, name: str, grid: list[float]) -> None:
@@ -204,8 +241,7 @@ def _sweep_grids(sc: Scenario, protocol: Protocol, names: list[str],
 
 
 def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, tuple[float, ...]],
-           n_seeds: int | None, exploratory: bool, jobs: int | None, executor: str, json_out: str | None,
-           md_out: str | None, plot_out: str | None) -> None:
+           n_seeds: int | None, exploratory: bool, jobs: int | None, executor: str, outs: Outputs) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from autoscaler.sim.executor import ExecutorError, check_spec
@@ -223,10 +259,9 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
     seeds = list(range(n_seeds)) if n_seeds is not None else list(protocol.seeds)
     named = sc.name in protocol.evaluation or sc.name.startswith("tuning-")
     preregistered = not exploratory and named and tuple(seeds) == protocol.seeds
-    console = _console()
     total = len(seeds) * sum(len(g) for g in grids.values())
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+                  console=console(stderr=True), transient=True, disable=not outs.progress) as bar:
         task = bar.add_task(f"sweep ({total} runs, {len(seeds)} seeds)", total=total)
         try:
             out = run_sweep(sc, grids, seeds, executor, jobs or os.cpu_count() or 1, lambda: bar.advance(task))
@@ -238,12 +273,16 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
             "requests_per_seed": {str(o.seed): o.requests for o in out.outcomes}}
     doc = sweep_document(sc, protocol, grids, seeds, out, protocol.knobs, preregistered, meta)
     md = sweep_markdown(doc)
-    console.print(_describe(prep))
-    console.print(md)
-    _write(json_out, lambda tmp: tmp.write_text(json.dumps(doc, indent=1)))
-    _write(md_out, lambda tmp: tmp.write_text(md))
-    if plot_out:
+    if outs.text:
+        screen = console(min_width=MIN_WIDTH)
+        screen.print(_describe(prep))
+        screen.print(md)
+    else:
+        print_json(doc, indent=1)
+    _write(outs.json_path, lambda tmp: tmp.write_text(json.dumps(doc, indent=1)))
+    _write(outs.md_path, lambda tmp: tmp.write_text(md))
+    if outs.plot_path:
         from autoscaler.sim.plot import plot_frontier
 
-        _write(plot_out, lambda tmp: plot_frontier(doc, tmp))
-        console.print(f"plot: {plot_out}")
+        _write(outs.plot_path, lambda tmp: plot_frontier(doc, tmp))
+        click.echo(f"plot: {outs.plot_path}", err=not outs.text)

@@ -27,6 +27,10 @@ from autoscaler.config.model import AutoscalerConfig
 
 # --- loading -------------------------------------------------------------------------------------
 
+EXAMPLE_KEY = "_example"
+"""A top-level key the loader drops before validation: a text block documenting every key at its
+default, as Knative's ConfigMaps carry (config/autoscaler.yaml; a test compares it with the models)."""
+
 
 def load_config_text(text: str, source: str = "<string>") -> AutoscalerConfig:
     """Parse and validate one document; raise `ConfigError` listing every problem found."""
@@ -44,6 +48,13 @@ def load_config_text(text: str, source: str = "<string>") -> AutoscalerConfig:
     if not isinstance(data, dict):
         raise ConfigError(
             [f"{source}: document is {_kind(data)}, must be a mapping with keys controller, defaults, targets"],
+            source=source,
+        )
+    example = data.pop(EXAMPLE_KEY, None)
+    if example is not None and not isinstance(example, str):
+        raise ConfigError(
+            [f"{EXAMPLE_KEY} = {_kind(example)}, must be a text block (documentation the controller ignores: "
+             "copy a key out of it to set it)"],
             source=source,
         )
     try:

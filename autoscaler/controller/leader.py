@@ -98,7 +98,7 @@ class LeaderElector:
         settings: LeaseSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] = lambda: time.time(),  # looked up per call (a frozen clock in tests)
     ) -> None:
         """`clock` times the lease (monotonic); `wall_clock` only stamps renewTime/acquireTime
         for humans reading the Lease."""

@@ -31,6 +31,8 @@ def _is_secret(key: object) -> bool:
 
 
 def configure_logging(stream: TextIO | None = None, level: int = logging.INFO) -> None:
+    """Log lines at `level` and above to `stream`: stdout by default, the controller's output;
+    `run --once` passes stderr, its stdout holding the decisions (docs/cli.md)."""
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -107,7 +107,7 @@ class Controller:
         metrics: ControllerMetrics | None = None,
         prometheus_factory: PrometheusFactory = default_prometheus_factory,
         dry_run: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = lambda: time.time(),  # looked up per call (a frozen clock in tests)
         controller_namespace: str | None = None,
         fence: Fence | None = None,
     ) -> None:

@@ -71,6 +71,9 @@ class Demand:
     queue_replicas: float
     kv_replicas: float
     batch_replicas: float = 0.0
+    # the mean fleet throughput over the arrival estimate's window (None: no estimate); the
+    # arrivals' own denominator, so that arrivals / completions compares like with like
+    window_completed_per_second: float | None = None
 
     @property
     def load(self) -> float:
@@ -158,6 +161,17 @@ def throughput_partial(healthy: tuple[ReadyPod, ...], now: float, stale_after_se
     return any(_rate(p.completed_per_second, now, stale_after_seconds) is None for p in healthy)
 
 
+def mean_throughput(throughput_history: tuple[tuple[float, float], ...]) -> float | None:
+    """The mean of the throughput samples of the window (None: none): the term of
+    `arrival_rate` the arrivals are compared with.
+
+    Worked example: samples 3.0, 3.2, 3.4: 3.2.
+    """
+    if not throughput_history:
+        return None
+    return sum([v for _, v in throughput_history]) / len(throughput_history)
+
+
 def arrival_rate(
     load_history: tuple[tuple[float, float], ...],
     throughput_history: tuple[tuple[float, float], ...],
@@ -170,14 +184,14 @@ def arrival_rate(
     Worked example: load (0, 100), (15, 130), (30, 160): net growth 60 / 30 = 2 req/s;
     throughput samples 3.0, 3.2, 3.4: mean 3.2; arrivals 5.2 req/s.
     """
-    if not throughput_history:
+    mean = mean_throughput(throughput_history)
+    if mean is None:
         return None
-    mean_throughput = sum([v for _, v in throughput_history]) / len(throughput_history)
     growth = 0.0
     if len(load_history) >= 2 and load_history[-1][0] > load_history[0][0]:
         (t0, n0), (t1, n1) = load_history[0], load_history[-1]
         growth = (n1 - n0) / (t1 - t0)
-    return max(0.0, mean_throughput + growth)
+    return max(0.0, mean + growth)
 
 
 def batch_replicas(
@@ -216,6 +230,7 @@ def compute_demand(
     target_running_per_replica: float | None = None,
     completed_per_second: float | None = None,
     max_batch_growth_ratio: float = math.inf,
+    window_completed_per_second: float | None = None,
 ) -> Demand:
     """Demand over `ready` pods, from the samples of the `healthy` ones (at least one). `ready`
     is the count the healthy pods stand in for: decide() leaves warming pods (just ready, not
@@ -261,6 +276,7 @@ def compute_demand(
         queue_replicas=queue,
         kv_replicas=kv_replicas(kv, target_kv_cache_usage_ratio),
         batch_replicas=batch_replicas(running, target_running_per_replica, ready, max_batch_growth_ratio),
+        window_completed_per_second=window_completed_per_second if arrivals is not None else None,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from autoscaler.policy.demand import (
     Demand,
     arrival_rate,
+    mean_throughput,
     compute_demand,
     fleet_throughput,
     whole_replicas,
@@ -112,9 +113,11 @@ def read_demand(
     throughput = fleet_throughput(health.healthy, served, now, stale)
     throughputs = state.throughput_history
     arrivals: float | None = None
+    window_throughput: float | None = None
     if throughput is not None:
         throughputs = update_load_history(throughputs, now, throughput, window)
         if len(loads) >= 2:
+            window_throughput = mean_throughput(throughputs or ((now, throughput),))
             arrivals = arrival_rate(loads, throughputs or ((now, throughput),))
     demand = compute_demand(
         health.healthy,
@@ -129,6 +132,7 @@ def read_demand(
         target_running_per_replica=policy.target_running_per_replica,
         completed_per_second=throughput,
         max_batch_growth_ratio=policy.forecast_max_growth_ratio,
+        window_completed_per_second=window_throughput,
     )
     return demand, loads, throughputs
 

@@ -294,15 +294,26 @@ def within_drift(capacity: tuple[float, float], cold: tuple[float, float]) -> tu
 
 
 def demand_scale(demand: Demand, max_ratio: float) -> float:
-    """Served token rates to token demand: arrivals / completions when the queue model has an
-    arrival estimate, else 1 (the served rates are the demand); at most `max_ratio`
-    (`forecast_max_growth_ratio`): the arrival estimate is a derivative of the load and jumps
-    when pods come and go, and a jump must not multiply the token demand.
+    """Served token rates to token demand: arrivals / completions over the arrival estimate's
+    own window (its mean throughput; the current throughput when the window's is unknown), 1
+    when there is no arrival estimate; at most `max_ratio` (`forecast_max_growth_ratio`): the
+    arrival estimate is a derivative of the load and jumps when pods come and go, and a jump
+    must not multiply the token demand.
 
-    Worked example (max 1.5): arrivals 5.2, completions 4.0 requests/s: 1.3; no arrival
-    estimate: 1; arrivals 17.5 over completions 1.2 (a load jump): 1.5.
+    Why the window's completions: arrivals are the window's mean throughput plus the load's
+    growth over it. Set against the throughput of this tick instead, a burst reads as a fall:
+    the fleet finished 130 requests/s this tick but 39/s on average over the window whose
+    arrivals were 52/s, so 52 / 130 = 0.4 would scale the token demand down 2.5x while the
+    load grows (simulator, Azure code trace), where 52 / 39 = 1.33 scales it up.
+
+    Worked example (max 1.5): arrivals 5.2, window completions 4.0 requests/s: 1.3; arrivals
+    52, window 39, this tick 130: 1.33; no arrival estimate: 1; arrivals 17.5 over
+    completions 1.2 (a load jump): 1.5.
     """
-    arrivals, completed = demand.arrivals_per_second, demand.completed_per_second
+    arrivals = demand.arrivals_per_second
+    completed = demand.window_completed_per_second
+    if completed is None:
+        completed = demand.completed_per_second
     if arrivals is None or completed is None or completed <= 0.0:
         return 1.0
     return min(arrivals / completed, max_ratio)

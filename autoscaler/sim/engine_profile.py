@@ -12,7 +12,9 @@ model, and every parameter comes from documented engine behaviour or from the fi
 * `TRTLLM_IFB` (table 9, TensorRT-LLM 1.0.0rc3): in-flight batching mixes context and generation
   requests in one step (the V1 engine's structure), and the overlap scheduler prepares step n + 1
   on the CPU while the GPU runs step n, so the per-sequence CPU cost is hidden behind the GPU:
-  `seq_overhead_s` is 0; the per-step constant (norms, RoPE, launches) is kept.
+  `seq_overhead_s` is 0; the per-step constant (norms, RoPE, launches) is kept. (The overlap
+  scheduler is TRT-LLM's default and stays on in aiconfigurator's aggregated configs, the
+  source of table 9: generator/rule_plugin/trtllm.rule, `agg disable_overlap_scheduler = false`.)
 * `VLLM_V0` (table 6, vLLM 0.5.x offline, single-step V0): `_schedule_default` in
   vllm/core/scheduler.py, no chunked prefill (on by default only above 32k context): while a
   waiting request fits (`max_num_batched_tokens` = max(max_model_len, 2048) = 8,192 for

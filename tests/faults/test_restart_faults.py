@@ -66,7 +66,7 @@ def test_sigkill_right_after_the_patch_and_a_restart_keep_the_step_limit(
     second = subprocess.run(run_args(config, kubeconfig_path, "--once"), capture_output=True, text=True, env=env,
                             timeout=60)
     assert second.returncode == 0, second.stderr
-    [decision] = decisions(second.stdout)
+    [decision] = decisions(second.stderr)  # --once: the log on stderr
     assert (decision["action"], decision["current"], decision["desired"], decision["reason"]) == (
         "hold", 3, 3, "hold_scale_down_rate")
     assert kube_server.requests_matching("PATCH") == [] and replicas(kube_server) == 3

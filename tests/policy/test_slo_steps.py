@@ -55,8 +55,10 @@ NOW = 1000.0
 H100 = (15_000.0, 3_000.0)
 
 
-def demand(arrivals: float | None = None, completed: float | None = None, saturated: int = 0) -> Demand:
-    return Demand(0.0, 8.0, 1.0, saturated, completed, arrivals, None, "none", 0.0, 1.25)
+def demand(arrivals: float | None = None, completed: float | None = None, saturated: int = 0,
+           window: float | None = None) -> Demand:
+    return Demand(0.0, 8.0, 1.0, saturated, completed, arrivals, None, "none", 0.0, 1.25,
+                  window_completed_per_second=window)
 
 
 # --- capacity table --------------------------------------------------------------------------
@@ -208,12 +210,14 @@ def test_within_drift(capacity, expected) -> None:
 
 
 @pytest.mark.parametrize(
-    ("arrivals", "completed", "expected"),
-    [(5.2, 4.0, 1.3), (None, 4.0, 1.0), (5.2, None, 1.0), (5.2, 0.0, 1.0),  # docstring: 1.3; none: 1
-     (17.5, 1.2, 1.5)],  # docstring: a load jump, capped
+    ("arrivals", "completed", "window", "expected"),
+    [(5.2, 4.0, 4.0, 1.3), (None, 4.0, None, 1.0), (5.2, None, None, 1.0), (5.2, 0.0, 0.0, 1.0),  # docstring
+     (52.0, 130.0, 39.0, 52.0 / 39.0),  # docstring: a burst; against this tick's 130 it read 0.4
+     (5.2, 4.0, None, 1.3),  # the window's throughput unknown: this tick's
+     (17.5, 1.2, 1.2, 1.5)],  # docstring: a load jump, capped
 )
-def test_demand_scale(arrivals, completed, expected) -> None:
-    assert demand_scale(demand(arrivals, completed), 1.5) == pytest.approx(expected)
+def test_demand_scale(arrivals, completed, window, expected) -> None:
+    assert demand_scale(demand(arrivals, completed, window=window), 1.5) == pytest.approx(expected)
 
 
 def test_starting_state() -> None:

@@ -10,6 +10,7 @@ from autoscaler.policy import Clamp, LeadTimeState, MetricSample, PodStage, PodS
 from autoscaler.policy.demand import (
     Demand,
     arrival_rate,
+    mean_throughput,
     batch_queue_replicas,
     batch_replicas,
     compute_demand,
@@ -170,6 +171,8 @@ def test_arrival_rate() -> None:
     assert arrival_rate(load, ()) is None
     assert arrival_rate(((0.0, 100.0),), ((0.0, 2.0),)) == pytest.approx(2.0)  # one sample: no growth term
     assert arrival_rate(((0.0, 500.0), (30.0, 100.0)), ((30.0, 1.0),)) == 0.0  # never negative
+    # docstring of mean_throughput: the arrivals' own denominator
+    assert mean_throughput(thr) == pytest.approx(3.2) and mean_throughput(()) is None
 
 
 @pytest.mark.parametrize(

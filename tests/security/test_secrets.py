@@ -129,8 +129,8 @@ def test_run_once_prints_no_token(
     config = write_config(tmp_path / "autoscaler.yaml", echoing_prometheus.url, token_file)
     result = run_cli("run", "--once", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
     assert echoing_prometheus.requests, result.stderr
-    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert any(line["event"] == "metrics_unreadable" for line in lines), result.stdout
+    lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]  # --once: log on stderr
+    assert any(line["event"] == "metrics_unreadable" for line in lines), result.stderr
     assert TOKEN not in result.stdout and TOKEN not in result.stderr
     assert TOKEN not in _everything_recorded(cluster)
     # check-config shows the settings without reading the token file's content
