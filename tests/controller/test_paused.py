@@ -4,6 +4,7 @@ ones reported and ignored, targets found by `target_selector`, a managed Deploym
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def annotated(annotations: dict[str, str], replicas: int = 2, *, name: str = NAM
                                  nodes=[node("gpu-node-1", gpus=8)], hpas=[])
 
 
-def decisions(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def decisions(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [line for line in logs if line["event"] == "decision"]
 
 
