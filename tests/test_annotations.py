@@ -203,3 +203,22 @@ def test_defaults_alone_must_validate_when_a_selector_is_set() -> None:
         config(targets=[], defaults={"min_replicas": 20}, target_selector={"match_labels": {"a": "b"}})
     assert exc.value.problems == ["defaults.min_replicas = 20, must be <= max_replicas (10) in the effective "
                                   "policy of the Deployments target_selector finds"]
+
+
+# --- the documents stay in step --------------------------------------------------------------
+
+
+def test_the_docs_list_every_selector_key_and_every_annotation() -> None:
+    from pathlib import Path
+
+    from autoscaler.config.annotations import NOT_POLICY
+    from autoscaler.config.model import TargetSelector
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    configuration = (docs / "configuration.md").read_text()
+    missing = [k for k in TargetSelector.model_fields if f"| `target_selector.{k}` |" not in configuration]
+    annotations = (docs / "annotations.md").read_text()
+    missing += [name for name in sorted(NOT_POLICY) if f"| `{name}` |" not in annotations]
+    missing += [key for key in ("slo.ttft_seconds", "slo.tpot_seconds", "slo.attainment_target")
+                if f"`{key}`" not in annotations]
+    assert not missing, missing
