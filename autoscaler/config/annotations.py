@@ -24,15 +24,29 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from autoscaler.config.messages import _fmt_value, _problem_lines
-from autoscaler.config.model import AutoscalerConfig, PolicyOverrides, TargetConfig, merge_policy
+from autoscaler.config.model import (
+    BUILTIN,
+    CONFIGMAP_DEFAULTS,
+    CONFIGMAP_TARGET,
+    AutoscalerConfig,
+    PolicyOverrides,
+    TargetConfig,
+    merge_policy,
+)
 from autoscaler.policy.params import PolicyParams
+
+__all__ = [
+    "ANNOTATION", "BUILTIN", "CONFIGMAP_DEFAULTS", "CONFIGMAP_TARGET", "LINT_IGNORE", "MANAGED", "NOT_POLICY",
+    "PAUSED", "PREFIX", "SOURCES", "TargetSettings", "flatten", "managed", "paused", "policy_annotations",
+    "resolve", "scalar", "sources",
+]
 
 PREFIX = "vllm-queue-autoscaler.io/"
 PAUSED = PREFIX + "paused"
@@ -41,9 +55,6 @@ LINT_IGNORE = PREFIX + "lint-ignore"
 NOT_POLICY = frozenset({PAUSED, MANAGED, LINT_IGNORE})
 """Annotations under the prefix that are not policy keys."""
 
-BUILTIN = "builtin"
-CONFIGMAP_DEFAULTS = "configmap-defaults"
-CONFIGMAP_TARGET = "configmap-target"
 ANNOTATION = "annotation"
 SOURCES = (BUILTIN, CONFIGMAP_DEFAULTS, CONFIGMAP_TARGET, ANNOTATION)
 """Where an effective value comes from, lowest precedence first."""
@@ -146,12 +157,11 @@ def resolve(config: AutoscalerConfig, target: TargetConfig, annotations: Mapping
     policy = base
     if raw:
         parsed = {key: scalar(value) for key, value in raw.items()}
-        lines = _validate(config, target, parsed)
-        if lines is None:
-            applied = parsed
-            policy = PolicyParams.model_validate(merge_policy(_configmap_policy(config, target), _nested(parsed)))
+        checked = _validate(config, target, parsed)
+        if isinstance(checked, PolicyParams):
+            applied, policy = parsed, checked
         else:
-            problems += lines
+            problems += checked
     return TargetSettings(policy=policy, paused=is_paused, sources=sources(config, target, applied),
                           problems=tuple(problems), annotations=applied)
 
@@ -162,16 +172,17 @@ def _configmap_policy(config: AutoscalerConfig, target: TargetConfig) -> dict[st
     return merge_policy(config.defaults.as_dict(), listed.overrides() if listed is not None else {})
 
 
-def _validate(config: AutoscalerConfig, target: TargetConfig, parsed: Mapping[str, Any]) -> list[str] | None:
-    """None when the annotations are valid, alone and over the ConfigMap's policy; else one line
-    per problem, in the ConfigMap's words with the annotation's name as the key."""
+def _validate(config: AutoscalerConfig, target: TargetConfig, parsed: Mapping[str, Any]) -> PolicyParams | list[str]:
+    """The effective policy when the annotations are valid, alone and over the ConfigMap's
+    policy; else one line per problem, in the ConfigMap's words with the annotation's name as
+    the key."""
     nested = _nested(parsed)
     try:
         PolicyOverrides.model_validate(nested)
     except ValidationError as exc:
         return [PREFIX + line for line in _problem_lines(exc.errors(), root=PolicyOverrides, data=nested)]
     try:
-        PolicyParams.model_validate(merge_policy(_configmap_policy(config, target), nested))
+        return PolicyParams.model_validate(merge_policy(_configmap_policy(config, target), nested))
     except ValidationError as exc:
         lines = []
         for line in _problem_lines(exc.errors(), root=PolicyParams):
@@ -182,37 +193,17 @@ def _validate(config: AutoscalerConfig, target: TargetConfig, parsed: Mapping[st
                 given = ", ".join(f"{PREFIX}{key} = {_fmt_value(value)}" for key, value in parsed.items())
                 lines.append(f"{line} in the effective policy of {target.name} with {given}")
         return lines
-    return None
 
 
 def sources(config: AutoscalerConfig, target: TargetConfig, applied: Mapping[str, Any]) -> dict[str, str]:
     """Every policy key (dotted, in PolicyParams order) -> where its effective value comes from."""
-    defaults = flatten(config.defaults.as_dict())
-    listed = config.find_target(*target.key)
-    entry = flatten(listed.overrides()) if listed is not None else {}
-    out: dict[str, str] = {}
-    for key in flatten(PolicyParams().model_dump()):
-        if key in applied:
+    out = config.configmap_sources(target)
+    for key in applied:
+        if key in out:
             out[key] = ANNOTATION
-        elif key in entry:
-            out[key] = CONFIGMAP_TARGET
-        elif key in defaults:
-            out[key] = CONFIGMAP_DEFAULTS
-        else:
-            out[key] = BUILTIN
     return out
-
-
-def model_keys(model: type[BaseModel] = PolicyParams) -> list[str]:
-    """Every policy key a policy annotation may name (`slo.ttft_seconds` dotted)."""
-    return list(flatten(model().model_dump()))
 
 
 def managed(annotations: Mapping[str, str]) -> bool:
     """Whether the Deployment is marked `vllm-queue-autoscaler.io/managed: "true"`."""
     return annotations.get(MANAGED, "").strip().lower() == "true"
-
-
-def names(keys: Iterable[str]) -> list[str]:
-    """The annotation names of policy keys."""
-    return [PREFIX + key for key in keys]

@@ -398,6 +398,31 @@ class TargetSelector(BaseModel):
 # --- the document --------------------------------------------------------------------------------
 
 
+def _flat_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
+    """The dotted keys of a (nested) mapping: `{"slo": {"ttft_seconds": 1}}` -> `{"slo.ttft_seconds"}`."""
+    out: set[str] = set()
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out |= _flat_keys(value, f"{prefix}{key}.")
+        else:
+            out.add(f"{prefix}{key}")
+    return out
+
+
+BUILTIN = "builtin"
+CONFIGMAP_DEFAULTS = "configmap-defaults"
+CONFIGMAP_TARGET = "configmap-target"
+"""Where a policy value comes from in this document (and `annotation`: autoscaler.config.annotations)."""
+
+POLICY_KEYS: tuple[str, ...] = tuple(
+    f"{name}.{sub}" if nested is not None else name
+    for name, info in PolicyParams.model_fields.items()
+    for nested in (_nested_params(info),)
+    for sub in (nested.model_fields if nested is not None else ("",))
+)
+"""Every policy key, a nested section's dotted (`slo.ttft_seconds`), in PolicyParams order."""
+
+
 class AutoscalerConfig(BaseModel):
     """The whole ConfigMap document. Constructing one validates every target's effective policy."""
 
@@ -413,6 +438,8 @@ class AutoscalerConfig(BaseModel):
 
     _policies: dict[tuple[str, str], PolicyParams] = PrivateAttr(default_factory=dict)
     _defaults_policy: PolicyParams | None = PrivateAttr(default=None)
+    _by_key: dict[tuple[str, str], TargetConfig] = PrivateAttr(default_factory=dict)
+    _sources: dict[tuple[str, str], dict[str, str]] = PrivateAttr(default_factory=dict)
 
     key_sections: ClassVar[tuple[tuple[str, type[BaseModel]], ...]] = (
         ("controller", ControllerSettings),
@@ -448,6 +475,7 @@ class AutoscalerConfig(BaseModel):
                 )
                 continue
             first_index[target.key] = i
+            self._by_key[target.key] = target
             try:
                 self._policies[target.key] = PolicyParams.model_validate(merge_policy(defaults, target.overrides()))
             except ValidationError as exc:
@@ -515,10 +543,21 @@ class AutoscalerConfig(BaseModel):
         return sorted(namespaces)
 
     def find_target(self, namespace: str, deployment: str) -> TargetConfig | None:
-        for target in self.targets:
-            if target.key == (namespace, deployment):
-                return target
-        return None
+        return self._by_key.get((namespace, deployment))
+
+    def configmap_sources(self, target: TargetConfig) -> dict[str, str]:
+        """Every policy key (`slo.ttft_seconds` dotted, in PolicyParams order) -> where this
+        document takes its value from for `target`: `configmap-target` (its entry),
+        `configmap-defaults` or `builtin`. Computed once per target (the document is immutable)."""
+        cached = self._sources.get(target.key)
+        if cached is None:
+            listed = self.find_target(*target.key)
+            entry = _flat_keys(listed.overrides()) if listed is not None else set()
+            defaults = _flat_keys(self.defaults.as_dict())
+            cached = {key: CONFIGMAP_TARGET if key in entry else CONFIGMAP_DEFAULTS if key in defaults
+                      else BUILTIN for key in POLICY_KEYS}
+            self._sources[target.key] = cached
+        return dict(cached)
 
     def warnings(self) -> list[str]:
         """Valid but probably unintended settings, one line each (the config is still used)."""
