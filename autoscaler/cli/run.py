@@ -200,8 +200,11 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
         table.add_column(col)
     for o in outcomes:
         d = o.decision
-        if d is None:
-            table.add_row(f"{o.namespace}/{o.deployment}", *["-"] * 9, f"error: {o.error}")
+        annotated = sorted(k for k, source in o.sources.items() if source == "annotation")
+        action = o.action + (f" (annotated: {', '.join(annotated)})" if annotated else "")
+        if d is None:  # paused, disabled (scaled to 0), or an error before deciding
+            table.add_row(f"{o.namespace}/{o.deployment}", *["-"] * 9,
+                          f"error: {o.error}" if o.action == "error" else action)
             continue
         v = d.values
         table.add_row(
@@ -215,7 +218,7 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
             v.bound_signal,
             f"{v.lead_time_seconds:.0f}",
             str(v.pods_in_flight),
-            o.action,
+            action,
         )
     console(min_width=160).print(table)
 

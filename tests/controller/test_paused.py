@@ -201,3 +201,23 @@ def test_a_deployment_marked_managed_that_is_no_target_is_warned_once(
     clock.now += 15
     reads(kube, prometheus, annotated({P + "paused": "true"}, extra=[forgotten]), fleet(2, BUSY), first=False)
     c.tick()  # nothing more scripted: no second Event
+
+
+def test_the_run_once_table_shows_paused_targets_and_annotated_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    from autoscaler.cli.run import print_outcomes
+    from autoscaler.controller.loop import TargetOutcome
+    from autoscaler.policy import Decision
+    from autoscaler.policy.types import Reason
+
+    print_outcomes([
+        TargetOutcome("llm", "qwen", "paused", sources={"max_replicas": "annotation"}),
+        TargetOutcome("llm", "llama", "hold", Decision(3, 3, Reason.HOLD_STEADY),
+                      sources={"slo.ttft_seconds": "annotation", "min_replicas": "configmap-target"}),
+        TargetOutcome("llm", "gone", "error", error="boom"),
+    ], dry_run=False)
+    err = capsys.readouterr().err
+    rows = {line.split()[1]: line for line in err.splitlines() if "llm/" in line}
+    assert "paused (annotated: max_replicas)" in rows["llm/qwen"] and "error" not in rows["llm/qwen"]
+    assert "hold (annotated:" in rows["llm/llama"]  # the cell wraps: its keys on the next line
+    assert "slo.ttft_seconds)" in err and "min_replicas" not in err  # a ConfigMap key is not annotated
+    assert "error: boom" in rows["llm/gone"]
