@@ -179,7 +179,8 @@ def _prometheus_at(url: str) -> PrometheusFactory:
 
 def outcomes_json(outcomes: list[TargetOutcome], dry_run: bool) -> dict[str, Any]:
     """`run --once -o json`: `{"dry_run": bool, "decisions": [{namespace, deployment, action,
-    error, current, desired, reason, clamp, values}]}`, `values` as in the decision log."""
+    error, current, desired, reason, clamp, values, sources}]}`, `values` and `sources` as in the
+    decision log."""
     rows: list[dict[str, Any]] = []
     for o in outcomes:
         d = o.decision
@@ -187,7 +188,7 @@ def outcomes_json(outcomes: list[TargetOutcome], dry_run: bool) -> dict[str, Any
             "namespace": o.namespace, "deployment": o.deployment, "action": o.action, "error": o.error,
             "current": d.current_replicas if d else None, "desired": d.desired_replicas if d else None,
             "reason": d.reason.value if d else None, "clamp": d.clamp.value if d and d.clamp else None,
-            "values": d.values.as_dict() if d else None,
+            "values": d.values.as_dict() if d else None, "sources": o.sources,
         })
     return {"dry_run": dry_run, "decisions": rows}
 

@@ -204,7 +204,7 @@ def test_a_deployment_marked_managed_that_is_no_target_is_warned_once(
 
 
 def test_the_run_once_table_shows_paused_targets_and_annotated_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    from autoscaler.cli.run import print_outcomes
+    from autoscaler.cli.run import outcomes_json, print_outcomes
     from autoscaler.controller.loop import TargetOutcome
     from autoscaler.policy import Decision
     from autoscaler.policy.types import Reason
@@ -215,9 +215,13 @@ def test_the_run_once_table_shows_paused_targets_and_annotated_keys(capsys: pyte
                       sources={"slo.ttft_seconds": "annotation", "min_replicas": "configmap-target"}),
         TargetOutcome("llm", "gone", "error", error="boom"),
     ], dry_run=False)
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     rows = {line.split()[1]: line for line in err.splitlines() if "llm/" in line}
     assert "paused (annotated: max_replicas)" in rows["llm/qwen"] and "error" not in rows["llm/qwen"]
     assert "hold (annotated:" in rows["llm/llama"]  # the cell wraps: its keys on the next line
     assert "slo.ttft_seconds)" in err and "min_replicas" not in err  # a ConfigMap key is not annotated
     assert "error: boom" in rows["llm/gone"]
+    doc = outcomes_json([TargetOutcome("llm", "qwen", "paused", sources={"max_replicas": "annotation"})], False)
+    assert doc["decisions"][0] | {"values": None} == {
+        "namespace": "llm", "deployment": "qwen", "action": "paused", "error": None, "current": None,
+        "desired": None, "reason": None, "clamp": None, "values": None, "sources": {"max_replicas": "annotation"}}
