@@ -41,6 +41,14 @@ def test_a_value_is_one_scalar(text: str, value: object) -> None:
     assert scalar(text) == value and type(scalar(text)) is type(value)
 
 
+def test_a_hostile_value_is_a_problem_not_a_crash() -> None:
+    cfg = config()
+    digits = "9" * 5000  # more digits than int() converts
+    settings = resolve(cfg, target(cfg), {PREFIX + "max_replicas": digits, PREFIX + "x" * 40: "y" * 100_000})
+    assert settings.policy == cfg.policy_for(target(cfg)) and len(settings.problems) == 2
+    assert all(len(p) < 200 for p in settings.problems)  # values are cut in the message
+
+
 def test_no_annotation_keeps_the_configmap_policy_and_says_where_each_value_came_from() -> None:
     cfg = config(defaults={"scale_down_window_seconds": 600, "slo": {"ttft_seconds": 1.5}})
     settings = resolve(cfg, target(cfg), {"unrelated.io/x": "1"})

@@ -92,11 +92,14 @@ def scalar(text: str) -> Any:
         return None
     if lowered in ("true", "false"):
         return lowered == "true"
-    if _INT.fullmatch(value):
-        return int(value)
-    if _FLOAT.fullmatch(value):
-        number = float(value)
-        return number if math.isfinite(number) else value
+    try:
+        if _INT.fullmatch(value):
+            return int(value)
+        if _FLOAT.fullmatch(value):
+            number = float(value)
+            return number if math.isfinite(number) else value
+    except ValueError:  # an integer of more digits than int() converts (sys.get_int_max_str_digits)
+        pass
     return value
 
 
