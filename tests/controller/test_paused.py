@@ -225,3 +225,14 @@ def test_the_run_once_table_shows_paused_targets_and_annotated_keys(capsys: pyte
     assert doc["decisions"][0] | {"values": None} == {
         "namespace": "llm", "deployment": "qwen", "action": "paused", "error": None, "current": None,
         "desired": None, "reason": None, "clamp": None, "values": None, "sources": {"max_replicas": "annotation"}}
+
+
+def test_in_a_dry_run_a_managed_deployment_no_target_is_only_logged(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    forgotten = deployment("forgotten", NS, replicas=1, labels={"app": "forgotten"}, annotations={P + "managed": "true"})
+    reads(kube, prometheus, annotated({P + "paused": "true"}, extra=[forgotten]), fleet(2, BUSY))
+    with capture_logs() as logs:
+        controller(config, kube, prometheus, dry_run=True).tick()
+    assert kube.writes == []  # no Event scripted: one would fail the test
+    assert [line["deployment"] for line in logs if line["event"] == "managed_not_a_target"] == ["forgotten"]
