@@ -1,7 +1,8 @@
 """`autoscaler check-config FILE`: validate a config document and show each target's effective policy.
 
 Exit status: 0 valid (warnings, if any, go to stderr); 2 invalid or unreadable, with one line per
-problem on stderr (`key = value, must be ...`) and nothing on stdout.
+problem on stderr (`key = value, must be ...`) and nothing on stdout; with `--kubeconfig` or
+`--context`, 1 when the cluster cannot be read (one line on stderr).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autoscaler.cli.cluster_view import ClusterUnreadable, cluster_targets, render_cluster
 from autoscaler.cli.output import JSON, TEXT, YAML, console, output_option
 from autoscaler.config import (
     AutoscalerConfig,
@@ -41,12 +43,18 @@ _TARGET_CHANGED = "bold yellow"
 @click.argument("file", metavar="FILE")
 @output_option(TEXT, JSON, YAML)
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="Deprecated spelling of -o json.")
+@click.option("--kubeconfig", default=None,
+              help="Also read the cluster (read-only): every target, listed or found by target_selector, "
+                   "with the source of each value (ConfigMap or annotation).")
+@click.option("--context", default=None, help="Kubeconfig context (implies reading the cluster).")
 @click.pass_context
-def check_config(ctx: click.Context, file: str, output: str, as_json: bool) -> None:
+def check_config(ctx: click.Context, file: str, output: str, as_json: bool, kubeconfig: str | None,
+                 context: str | None) -> None:
     """Validate the config FILE (`-` = stdin) and print every target's effective policy.
 
     Exits 0 when the file is valid and 2 otherwise, printing one line per problem to stderr,
-    in the form `key = value, must be ...`.
+    in the form `key = value, must be ...`. With --kubeconfig or --context, also the targets
+    in that cluster with the Deployments' annotations merged (1 when it cannot be read).
     """
     try:
         if file == "-":  # at most one character more than a config may hold (1 MiB)
@@ -59,12 +67,25 @@ def check_config(ctx: click.Context, file: str, output: str, as_json: bool) -> N
         ctx.exit(EXIT_INVALID)
     for note in config.warnings():
         click.echo(f"warning: {note}", err=True)
+    cluster = None
+    if kubeconfig is not None or context is not None:
+        try:
+            cluster = cluster_targets(config, kubeconfig, context)
+        except ClusterUnreadable as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+    doc = effective_policies_json(config)
+    if cluster is not None:
+        doc["cluster"] = cluster
     if as_json or output == JSON:
-        click.echo(json.dumps(effective_policies_json(config), indent=2))
+        click.echo(json.dumps(doc, indent=2))
     elif output == YAML:
-        click.echo(yaml.safe_dump(effective_policies_json(config), sort_keys=False), nl=False)
+        click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
     else:
-        render(config, console(), source="<stdin>" if file == "-" else file)
+        out = console()
+        render(config, out, source="<stdin>" if file == "-" else file)
+        if cluster is not None:
+            render_cluster(cluster, out, context=context)
 
 
 def effective_policies_json(config: AutoscalerConfig) -> dict[str, Any]:

@@ -179,7 +179,8 @@ def _prometheus_at(url: str) -> PrometheusFactory:
 
 def outcomes_json(outcomes: list[TargetOutcome], dry_run: bool) -> dict[str, Any]:
     """`run --once -o json`: `{"dry_run": bool, "decisions": [{namespace, deployment, action,
-    error, current, desired, reason, clamp, values}]}`, `values` as in the decision log."""
+    error, current, desired, reason, clamp, values, sources}]}`, `values` and `sources` as in the
+    decision log."""
     rows: list[dict[str, Any]] = []
     for o in outcomes:
         d = o.decision
@@ -187,7 +188,7 @@ def outcomes_json(outcomes: list[TargetOutcome], dry_run: bool) -> dict[str, Any
             "namespace": o.namespace, "deployment": o.deployment, "action": o.action, "error": o.error,
             "current": d.current_replicas if d else None, "desired": d.desired_replicas if d else None,
             "reason": d.reason.value if d else None, "clamp": d.clamp.value if d and d.clamp else None,
-            "values": d.values.as_dict() if d else None,
+            "values": d.values.as_dict() if d else None, "sources": o.sources,
         })
     return {"dry_run": dry_run, "decisions": rows}
 
@@ -200,8 +201,11 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
         table.add_column(col)
     for o in outcomes:
         d = o.decision
-        if d is None:
-            table.add_row(f"{o.namespace}/{o.deployment}", *["-"] * 9, f"error: {o.error}")
+        annotated = sorted(k for k, source in o.sources.items() if source == "annotation")
+        action = o.action + (f" (annotated: {', '.join(annotated)})" if annotated else "")
+        if d is None:  # paused, disabled (scaled to 0), or an error before deciding
+            table.add_row(f"{o.namespace}/{o.deployment}", *["-"] * 9,
+                          f"error: {o.error}" if o.action == "error" else action)
             continue
         v = d.values
         table.add_row(
@@ -215,7 +219,7 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
             v.bound_signal,
             f"{v.lead_time_seconds:.0f}",
             str(v.pods_in_flight),
-            o.action,
+            action,
         )
     console(min_width=160).print(table)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import (
@@ -279,7 +279,148 @@ else:
     SloOverrides = section_overrides(SloParams)
 
 
+# --- discovery by label ----------------------------------------------------------------------------
+
+_LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)")
+
+
+def _label_key(value: str) -> str:
+    prefix, slash, name = value.rpartition("/")
+    if (len(name) > 63 or not _LABEL_NAME.fullmatch(name)
+            or (slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)))):
+        raise PydanticCustomError(
+            "label_key",
+            "must be a label key ([prefix/]name: a name of at most 63 characters a-z, A-Z, 0-9, '-', '_', '.', "
+            "alphanumeric at both ends; an optional DNS subdomain prefix)",
+        )
+    return value
+
+
+def _label_value(value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise PydanticCustomError(
+            "label_value",
+            "must be a label value (at most 63 characters a-z, A-Z, 0-9, '-', '_', '.', alphanumeric at both "
+            "ends, or empty)",
+        )
+    return value
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+class LabelRequirement(BaseModel):
+    """One `matchExpressions` item of a Kubernetes label selector."""
+
+    model_config = _STRICT
+
+    key: LabelKey = Field(description="The label key.")
+    operator: str = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: list[LabelValue] = Field(
+        default_factory=list, description="Non-empty for In and NotIn, empty for Exists and DoesNotExist."
+    )
+
+    @field_validator("operator")
+    @classmethod
+    def _known_operator(cls, value: str) -> str:
+        if value not in SELECTOR_OPERATORS:
+            raise PydanticCustomError("operator", "must be one of " + ", ".join(SELECTOR_OPERATORS))
+        return value
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> LabelRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"values = [], must be non-empty for operator {self.operator}")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"values = {_fmt_value(self.values)}, must be empty for operator {self.operator}")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        return not present or labels[self.key] not in self.values  # NotIn
+
+
+class TargetSelector(BaseModel):
+    """Deployments to autoscale found by their labels, beside the explicit `targets` (Kubernetes
+    label-selector semantics: every `match_labels` pair and every `match_expressions` item must
+    hold). A Deployment both listed and selected is the listed target."""
+
+    model_config = _STRICT
+
+    namespaces: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Namespaces to look in; [] = every namespace the controller may list.",
+    )
+    match_labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Labels a Deployment must carry, with these values."
+    )
+    match_expressions: list[LabelRequirement] = Field(
+        default_factory=list, description="Further requirements: key, operator (In, NotIn, Exists, DoesNotExist), values."
+    )
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> TargetSelector:
+        if not self.match_labels and not self.match_expressions:
+            raise ValueError(
+                "match_labels = {}, must hold at least one label (or match_expressions one requirement): "
+                "an empty selector would take every Deployment"
+            )
+        return self
+
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        if self.namespaces and namespace not in self.namespaces:
+            return False
+        if any(labels.get(key) != value for key, value in self.match_labels.items()):
+            return False
+        return all(requirement.matches(labels) for requirement in self.match_expressions)
+
+    def to_string(self) -> str:
+        """The selector in `kubectl get -l` syntax."""
+        parts = [f"{k}={v}" for k, v in self.match_labels.items()]
+        for r in self.match_expressions:
+            if r.operator in ("In", "NotIn"):
+                parts.append(f"{r.key} {r.operator.lower()} ({','.join(r.values)})")
+            else:
+                parts.append(r.key if r.operator == "Exists" else f"!{r.key}")
+        return ",".join(parts)
+
+
 # --- the document --------------------------------------------------------------------------------
+
+
+def _flat_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
+    """The dotted keys of a (nested) mapping: `{"slo": {"ttft_seconds": 1}}` -> `{"slo.ttft_seconds"}`."""
+    out: set[str] = set()
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out |= _flat_keys(value, f"{prefix}{key}.")
+        else:
+            out.add(f"{prefix}{key}")
+    return out
+
+
+BUILTIN = "builtin"
+CONFIGMAP_DEFAULTS = "configmap-defaults"
+CONFIGMAP_TARGET = "configmap-target"
+"""Where a policy value comes from in this document (and `annotation`: autoscaler.config.annotations)."""
+
+POLICY_KEYS: tuple[str, ...] = tuple(
+    f"{name}.{sub}" if nested is not None else name
+    for name, info in PolicyParams.model_fields.items()
+    for nested in (_nested_params(info),)
+    for sub in (nested.model_fields if nested is not None else ("",))
+)
+"""Every policy key, a nested section's dotted (`slo.ttft_seconds`), in PolicyParams order."""
 
 
 class AutoscalerConfig(BaseModel):
@@ -290,14 +431,22 @@ class AutoscalerConfig(BaseModel):
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     defaults: PolicyOverrides = Field(default_factory=PolicyOverrides)
     targets: list[TargetConfig] = Field(description="Deployments to autoscale; [] = idle.")
+    target_selector: TargetSelector | None = Field(
+        default=None,
+        description="Also autoscale the Deployments with these labels, with the `defaults` policy; null = none.",
+    )
 
     _policies: dict[tuple[str, str], PolicyParams] = PrivateAttr(default_factory=dict)
+    _defaults_policy: PolicyParams | None = PrivateAttr(default=None)
+    _by_key: dict[tuple[str, str], TargetConfig] = PrivateAttr(default_factory=dict)
+    _sources: dict[tuple[str, str], dict[str, str]] = PrivateAttr(default_factory=dict)
 
     key_sections: ClassVar[tuple[tuple[str, type[BaseModel]], ...]] = (
         ("controller", ControllerSettings),
         ("controller.prometheus", PrometheusSettings),
         ("defaults or a target", PolicyOverrides),
         *_nested_sections(),
+        ("target_selector", TargetSelector),
     )
     """Where each key may stand: an unknown key's message names the section it belongs under."""
 
@@ -326,14 +475,31 @@ class AutoscalerConfig(BaseModel):
                 )
                 continue
             first_index[target.key] = i
+            self._by_key[target.key] = target
             try:
                 self._policies[target.key] = PolicyParams.model_validate(merge_policy(defaults, target.overrides()))
             except ValidationError as exc:
                 for line in _problem_lines(exc.errors(), root=PolicyParams):
                     problems.append(f"{where}.{line} in the effective policy of {target.name}")
+        if self.target_selector is not None:
+            try:
+                self._defaults_policy = PolicyParams.model_validate(defaults)
+            except ValidationError as exc:
+                for line in _problem_lines(exc.errors(), root=PolicyParams):
+                    problems.append(f"defaults.{line} in the effective policy of the Deployments target_selector finds")
         if problems:
             raise _Problems(problems)
         return self
+
+    def base_policy(self, target: TargetConfig) -> PolicyParams:
+        """The policy of a target before its Deployment's annotations: a listed target's effective
+        policy, else (a Deployment `target_selector` found) `defaults` over the built-in values."""
+        policy = self._policies.get(target.key)
+        if policy is not None:
+            return policy
+        if self._defaults_policy is None:
+            self._defaults_policy = PolicyParams.model_validate(self.defaults.as_dict())
+        return self._defaults_policy
 
     def policy_for(self, target: TargetConfig) -> PolicyParams:
         """The effective policy of one of this config's targets (`defaults` merged with its overrides)."""
@@ -347,16 +513,56 @@ class AutoscalerConfig(BaseModel):
         for target in self.targets:
             yield target, self._policies[target.key]
 
+    def targets_with(self, deployments: Iterable[tuple[str, str, Mapping[str, str]]]) -> list[TargetConfig]:
+        """The listed `targets`, then the Deployments among `deployments` (namespace, name,
+        labels) that `target_selector` matches and that are not listed, sorted by namespace and
+        name: the targets of one tick."""
+        targets = list(self.targets)
+        if self.target_selector is None:
+            return targets
+        listed = {t.key for t in targets}
+        found: dict[tuple[str, str], TargetConfig] = {}
+        for namespace, name, labels in deployments:
+            key = (namespace, name)
+            if key in listed or key in found or not self.target_selector.matches(namespace, labels):
+                continue
+            try:
+                found[key] = TargetConfig.model_validate({"namespace": namespace, "deployment": name})
+            except ValidationError:  # not a name the API server accepts: not a real Deployment
+                continue
+        return targets + [found[key] for key in sorted(found)]
+
+    def namespaces_to_list(self) -> list[str]:
+        """The namespaces one tick lists: those of the listed targets and of `target_selector`;
+        [] = every namespace (a selector without namespaces)."""
+        namespaces = {t.namespace for t in self.targets}
+        if self.target_selector is not None:
+            if not self.target_selector.namespaces:
+                return []
+            namespaces.update(self.target_selector.namespaces)
+        return sorted(namespaces)
+
     def find_target(self, namespace: str, deployment: str) -> TargetConfig | None:
-        for target in self.targets:
-            if target.key == (namespace, deployment):
-                return target
-        return None
+        return self._by_key.get((namespace, deployment))
+
+    def configmap_sources(self, target: TargetConfig) -> dict[str, str]:
+        """Every policy key (`slo.ttft_seconds` dotted, in PolicyParams order) -> where this
+        document takes its value from for `target`: `configmap-target` (its entry),
+        `configmap-defaults` or `builtin`. Computed once per target (the document is immutable)."""
+        cached = self._sources.get(target.key)
+        if cached is None:
+            listed = self.find_target(*target.key)
+            entry = _flat_keys(listed.overrides()) if listed is not None else set()
+            defaults = _flat_keys(self.defaults.as_dict())
+            cached = {key: CONFIGMAP_TARGET if key in entry else CONFIGMAP_DEFAULTS if key in defaults
+                      else BUILTIN for key in POLICY_KEYS}
+            self._sources[target.key] = cached
+        return dict(cached)
 
     def warnings(self) -> list[str]:
         """Valid but probably unintended settings, one line each (the config is still used)."""
         notes: list[str] = []
-        if not self.targets:
+        if not self.targets and self.target_selector is None:
             notes.append("targets = [], no targets: the controller runs but scales nothing")
         prom = self.controller.prometheus
         if prom.insecure_skip_tls_verify and prom.ca_file is not None:

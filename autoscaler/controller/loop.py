@@ -4,7 +4,16 @@ One tick reads the clock once, lists the cluster once (`KubeClient.snapshot`) an
 Prometheus once (`PrometheusSource.fetch`), then, for every target in isolation (one failing
 target never stops the others): observe (`observe.build_observation`) -> `decide()` -> plan ->
 write -> settle (`actuation`) -> record. Per target and tick it writes one JSON log line with
-the inputs, the intermediate values, the reason and the binding clamp.
+the inputs, the intermediate values, the reason and the binding clamp, and where each policy
+value not at its built-in default came from (`sources`: the ConfigMap's `defaults`, its target
+entry, or an annotation on the Deployment).
+
+The targets of a tick are the ConfigMap's `targets` plus the Deployments its `target_selector`
+finds in the snapshot; each target's policy is the ConfigMap's with the Deployment's
+annotations merged over it (`autoscaler.config.annotations`). A Deployment annotated
+`vllm-queue-autoscaler.io/paused: "true"` gets no scale write from the tick that reads it
+(action and reason `paused`); invalid annotations leave its ConfigMap policy in force and are
+logged and reported as a Warning Event on the Deployment, once per distinct set of problems.
 
 Missing data never scales down: if Prometheus cannot be read, every ready pod is absent and
 the core holds; if the cluster cannot be listed, nothing is decided that tick. A Deployment an
@@ -22,12 +31,13 @@ right after the patch cannot make the next leader forget it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -47,7 +57,8 @@ from autoscaler.adapters.kubernetes.objects import (
     HPAInfo,
 )
 from autoscaler.adapters.prometheus import PodMetrics, PrometheusError, PrometheusSource
-from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings
+from autoscaler.config import AutoscalerConfig, ConfigWatcher, PrometheusSettings, TargetConfig
+from autoscaler.config.annotations import MANAGED, PAUSED, TargetSettings, managed, resolve
 from autoscaler.controller import deletion_cost
 from autoscaler.controller.actuation import Outcome, Plan, Written, plan, settle, write
 from autoscaler.controller.observe import build_observation
@@ -65,10 +76,12 @@ class TargetOutcome:
 
     namespace: str
     deployment: str
-    action: str  # patched | hold | dry_run | standby | skipped_hpa | conflict | disabled | error
+    action: str  # patched | hold | dry_run | standby | skipped_hpa | conflict | disabled | paused | error
     decision: Decision | None = None
     observation: Observation | None = None
     error: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    """The policy keys not at their built-in default -> where their value came from."""
 
 
 def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
@@ -133,6 +146,11 @@ class Controller:
         self._led = False  # whether this replica led at the previous tick
         self._hpa_warned: set[tuple[str, str]] = set()
         self._rescale_failed: dict[tuple[str, str], str] = {}  # target -> error of the last failed patch
+        # target -> the annotation problems last logged / last reported in an Event
+        self._annotations_logged: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._annotations_reported: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._unlisted_warned: set[tuple[str, str]] = set()  # marked managed, not a target: warned
+        self._targets: list[TargetConfig] = []  # the targets of the last tick that listed the cluster
         self._config_generation = watcher.generation
         self._config_rejected = watcher.rejected_total
         self.last_tick_started: float | None = None
@@ -173,22 +191,28 @@ class Controller:
     def _tick(self, now: float) -> list[TargetOutcome]:
         self._reload_config()
         config = self.watcher.current
-        targets = config.targets
-        if not targets:
+        if not config.targets and config.target_selector is None:
             self.log.info("idle", message="no targets configured")
             self.ticks_ok += 1
             return []
-        namespaces = sorted({t.namespace for t in targets})
 
         try:
-            snapshot = self.kube.snapshot(namespaces)
+            snapshot = self.kube.snapshot(config.namespaces_to_list())
         except KubeError as exc:
             self.log.error("cluster_unreadable", error=str(exc), error_type=type(exc).__name__)
-            for t in targets:
+            for t in config.targets:
                 self.metrics.errors.labels(t.namespace, t.deployment, "kubernetes").inc()
-            return [TargetOutcome(t.namespace, t.deployment, "error", error=str(exc)) for t in targets]
+            return [TargetOutcome(t.namespace, t.deployment, "error", error=str(exc)) for t in config.targets]
 
-        metrics = self._fetch_metrics(config, namespaces, now)
+        targets = config.targets_with((d.namespace, d.name, d.labels) for d in snapshot.deployments)
+        self._targets = targets
+        self._warn_unlisted(snapshot, targets)
+        if not targets:
+            self.log.info("idle", message="no Deployment matches target_selector",
+                          selector=config.target_selector.to_string() if config.target_selector else None)
+            self.ticks_ok += 1
+            return []
+        metrics = self._fetch_metrics(config, targets, now)
         leading = self._leading()
         if leading and not self._led:
             self._stored = None  # just started leading: the previous leader may have written it
@@ -226,14 +250,14 @@ class Controller:
             )
 
     def _fetch_metrics(
-        self, config: AutoscalerConfig, namespaces: list[str], now: float
+        self, config: AutoscalerConfig, targets: list[TargetConfig], now: float
     ) -> Mapping[tuple[str, str], PodMetrics] | None:
         try:
             source = self._source(config.controller.prometheus)
-            return source.fetch(namespaces, now=now)
+            return source.fetch(sorted({t.namespace for t in targets}), now=now)
         except (PrometheusError, OSError, ValueError, TypeError) as exc:  # bad token file, TLS options...
             self.log.error("metrics_unreadable", error=str(exc), error_type=type(exc).__name__)
-            for t in config.targets:
+            for t in targets:
                 self.metrics.errors.labels(t.namespace, t.deployment, "prometheus").inc()
             return None
 
@@ -259,15 +283,26 @@ class Controller:
         deployment = snapshot.deployment(ns, name)
         if deployment is None:
             return self._failed(log, ns, name, "target", f"Deployment {ns}/{name} not found")
-        policy = config.policy_for(target)
+        settings = resolve(config, target, deployment.annotations)
+        sources = settings.overridden()
+        log = log.bind(sources=sources)
+        self._report_annotations(log, deployment, settings)
+        policy = settings.policy
         self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
+        if settings.paused:
+            # the team's lever, honoured from the tick that reads it: nothing decided, nothing written
+            self.metrics.current.labels(ns, name).set(deployment.spec_replicas)
+            log.info("decision", action="paused", current=deployment.spec_replicas,
+                     desired=deployment.spec_replicas, reason="paused",
+                     message=f'{PAUSED} is "true": no scale write until it is removed or set to "false"')
+            return TargetOutcome(ns, name, "paused", sources=sources)
         if deployment.spec_replicas == 0 and policy.min_replicas > 0:
             # HPA's rule: replicas 0 means autoscaling is disabled for this Deployment (an
             # operator parked it); it is left alone until someone scales it up again
             self.metrics.current.labels(ns, name).set(0)
             log.info("decision", action="disabled", current=0, desired=0, reason="scaled_to_zero",
                      message="replicas is 0: autoscaling disabled until the Deployment is scaled up")
-            return TargetOutcome(ns, name, "disabled")
+            return TargetOutcome(ns, name, "disabled", sources=sources)
         observation = build_observation(snapshot, deployment, metrics)
         state = self.states.get(key) or self._initial_state(ns, name)
         decision, new_state = decide(policy, observation, state, now)
@@ -284,7 +319,45 @@ class Controller:
         written = self._record_ahead(log, planned, key, new_state) or write(self.kube, planned, fence=self._fence)
         self.states[key] = settle(new_state, state, written.outcome)
         self.metrics.record_decision(ns, name, decision)
-        return self._record(log, planned, written, deployment, hpa, decision, observation)
+        outcome = self._record(log, planned, written, deployment, hpa, decision, observation)
+        return dataclasses.replace(outcome, sources=sources)
+
+    def _report_annotations(self, log: Any, deployment: DeploymentInfo, settings: TargetSettings) -> None:
+        """Invalid annotations: logged, and a Warning Event on the Deployment, once per distinct
+        set of problems (an Event is a write: only by the leader, never in a dry run)."""
+        key = deployment.key
+        problems = settings.problems
+        if not problems:
+            self._annotations_logged.pop(key, None)
+            self._annotations_reported.pop(key, None)
+            return
+        if self._annotations_logged.get(key) != problems:
+            self._annotations_logged[key] = problems
+            log.warning("annotations_invalid", problems=list(problems),
+                        message="ignored: the ConfigMap's values stay in force for this target")
+        if self.dry_run or not self._leading() or self._annotations_reported.get(key) == problems:
+            return
+        self._annotations_reported[key] = problems
+        self._event(deployment.namespace, deployment, "InvalidAnnotations", "Warning",
+                    "ignored, the ConfigMap's values stay in force: " + "; ".join(problems))
+
+    def _warn_unlisted(self, snapshot: ClusterSnapshot, targets: list[TargetConfig]) -> None:
+        """A Deployment marked `vllm-queue-autoscaler.io/managed: "true"` that is no target
+        (not listed, not selected) expects scaling it does not get: warned once per process (a
+        log line, and a Warning Event when leading and not in a dry run)."""
+        keys = {t.key for t in targets}
+        for dep in snapshot.deployments:
+            if dep.key in keys or dep.key in self._unlisted_warned or not managed(dep.annotations):
+                continue
+            self.log.warning("managed_not_a_target", namespace=dep.namespace, deployment=dep.name,
+                             message=f"annotated {MANAGED}, but no targets entry lists it and no target_selector "
+                             "finds it: it is not autoscaled")
+            self._unlisted_warned.add(dep.key)
+            if self.dry_run or not self._leading():
+                continue
+            self._event(dep.namespace, dep, "NotATarget", "Warning",
+                        f"annotated {MANAGED}: \"true\", but vllm-queue-autoscaler's ConfigMap neither lists it "
+                        "under targets nor selects it with target_selector: it is not autoscaled")
 
     def _record(
         self,
@@ -415,12 +488,12 @@ class Controller:
         return from_record(record) if record is not None else PolicyState()
 
     def _state_data(self, override: Mapping[tuple[str, str], PolicyState] | None = None) -> dict[str, str]:
-        """What the state ConfigMap should hold: one entry per configured target (entries of
-        targets no longer configured are dropped), this replica's state where it has one
+        """What the state ConfigMap should hold: one entry per target of this tick (entries of
+        targets no longer configured or selected are dropped), this replica's state where it has one
         (`override` first), else what was stored."""
         stored = self._stored.data if self._stored is not None else {}
         data: dict[str, str] = {}
-        for target in self.watcher.current.targets:
+        for target in self._targets:
             key = (target.namespace, target.deployment)
             name = state_key(*key)
             state = (override or {}).get(key) or self.states.get(key)
