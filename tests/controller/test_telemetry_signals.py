@@ -43,6 +43,6 @@ def test_run_once_table_shows_the_slo(capsys: pytest.CaptureFixture[str]) -> Non
     values = DecisionValues(ttft_attainment=0.974, tpot_attainment=None, slo_replicas=5.06, bound_signal="slo")
     print_outcomes([TargetOutcome("llm", "qwen", "dry_run", Decision(6, 4, Reason.SCALE_UP_SLO, values=values)),
                     TargetOutcome("llm", "gone", "error", error="boom")], dry_run=True)
-    err = capsys.readouterr().err
-    assert "SLO ttft/tpot" in err and "0.97/- (5.1)" in err and "scale_up_slo" in err
-    assert "error: boom" in err
+    out = capsys.readouterr().out
+    assert "SLO ttft/tpot" in out and "0.97/- (5.1)" in out and "scale_up_slo" in out
+    assert "error: boom" in out
