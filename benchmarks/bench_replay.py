@@ -14,12 +14,18 @@ Options (the machine is often shared: wall times are noisy, CPU times less so):
                     directory; the working tree and git state are left alone), same file, same
                     machine, interleaved with this run's repetitions
   --strict          exit 1 when over budget
+  --slo             the same 30 days with the SLO series of recording version 2 on every ready
+                    pod (prompt/generation token rates, TTFT, TPOT and queue-time histograms with
+                    the simulator's vLLM bucket layouts, rates following the pod's load): the
+                    file size, read and replay of the format as written by this tree; figures
+                    to benchmarks/results/replay-slo.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -32,7 +38,8 @@ from typing import Any
 from autoscaler.baselines.hpa import HpaParams, HpaQueue
 from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.policy import PolicyParams
-from autoscaler.replay.format import no_gc, write_recording
+from autoscaler.policy.types import LatencyHistogram, MetricSample
+from autoscaler.replay.format import FORMAT_VERSION, Step, no_gc, write_recording
 from autoscaler.replay.open_loop import observation_of
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
@@ -87,6 +94,42 @@ def _recording() -> Path:
     return cache
 
 
+def _with_slo(step: Step) -> Step:
+    """The step with SLO series on each pod that has a throughput sample: token rates of 500
+    prompt and 200 generated tokens a request, histograms whose knee follows the pod's queue."""
+    from autoscaler.sim.engine import QUEUE_BOUNDS, TPOT_BOUNDS, TTFT_BOUNDS
+
+    pods = []
+    for p in step.pods:
+        if p.completed is None or p.waiting is None:
+            pods.append(p)
+            continue
+        done, ts, queued = max(p.completed.value, 0.0), p.completed.timestamp, p.waiting.value
+
+        def hist(bounds: tuple[float, ...], knee: float) -> LatencyHistogram:
+            n = len(bounds) + 1
+            rates = tuple(round(done * min(1.0, (i + 1) / knee), 6) for i in range(n - 1)) + (done,)
+            return LatencyHistogram((*bounds, math.inf), rates, ts)
+
+        knee = 4.0 + min(queued, 10.0)
+        pods.append(p._replace(prompt_tokens=MetricSample(round(done * 500.0, 3), ts),
+                               generation_tokens=MetricSample(round(done * 200.0, 3), ts),
+                               ttft=hist(TTFT_BOUNDS, knee), tpot=hist(TPOT_BOUNDS, knee / 2),
+                               queue_time=hist(QUEUE_BOUNDS, knee / 3)))
+    return Step(step.t, step.spec, step.ready, step.rollout, tuple(pods), step.demand)
+
+
+def _slo_recording(plain: Path) -> Path:
+    """The 30-day recording with the SLO series, in this tree's format version (cached)."""
+    cache = plain.with_name(plain.name.replace(".jsonl.gz", f"-slo-format{FORMAT_VERSION}.jsonl.gz"))
+    if not cache.exists():
+        started = time.perf_counter()
+        rec = read_recording(plain)
+        write_recording(cache, rec.header, (_with_slo(s) for s in rec.steps))
+        print(f"generated {cache} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return cache
+
+
 def _timed_run(tree: Path, recording: Path) -> dict[str, Any]:
     """One read + replay in a fresh interpreter on the code under `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -118,8 +161,11 @@ def main() -> int:
     parser.add_argument("--breakdown", action="store_true")
     parser.add_argument("--baseline", metavar="REF", default=None)
     parser.add_argument("--strict", action="store_true")
+    parser.add_argument("--slo", action="store_true")
     args = parser.parse_args()
     cache = _recording()
+    if args.slo:
+        cache = _slo_recording(cache)
     root = HERE.parent
 
     with tempfile.TemporaryDirectory(prefix="bench-replay-baseline-") as tmp:
@@ -140,7 +186,8 @@ def main() -> int:
     steps = len(recording.steps)
     total = best["read_seconds"] + best["replay_seconds"]
     figures: dict[str, Any] = {
-        "benchmark": "open-loop replay, 30 days at 15 s, one Deployment",
+        "benchmark": "open-loop replay, 30 days at 15 s, one Deployment" + (", SLO series" if args.slo else ""),
+        "format_version": recording.header.version,
         "steps": steps,
         "pods_per_step_max": max(len(s.pods) for s in recording.steps),
         "pods_per_step_mean": round(sum(len(s.pods) for s in recording.steps) / steps, 2),
@@ -181,7 +228,7 @@ def main() -> int:
         "load_average_1m": round(os.getloadavg()[0], 2),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     })
-    out = HERE / "results" / "replay.json"
+    out = HERE / "results" / ("replay-slo.json" if args.slo else "replay.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))

@@ -197,3 +197,18 @@ def test_one_malformed_pod_does_not_spoil_the_others(fake: FakePrometheus) -> No
     out = PrometheusSource(fake.url, sleep=lambda s: None).fetch(["a"])
     assert ("a", "big") not in out and out[("a", "fine")].ttft is not None  # None: no pod with no signal
 
+
+
+def test_pods_with_one_bucket_layout_share_one_bounds_tuple() -> None:
+    """The decision core recognises a shared layout without comparing bounds (constant cost per
+    pod, issue 15): pods of one fetch with equal bounds get the very same tuple; another layout
+    its own; the histograms are equal to ones built apart."""
+    answer = (buckets("a", "p1", {"0.5": "2", "1.0": "6", "+Inf": "8"})
+              + buckets("a", "p2", {"0.5": "1", "1": "3", "+Inf": "3"})  # "1" and "1.0": one bound
+              + buckets("b", "p3", {"0.5": "0", "1.0": "0", "+Inf": "0"})
+              + buckets("b", "p4", {"0.25": "1", "+Inf": "2"}))
+    out = _per_pod_histograms(samples(answer), "ttft")
+    p1, p2, p3, p4 = (out[k] for k in [("a", "p1"), ("a", "p2"), ("b", "p3"), ("b", "p4")])
+    assert p1.upper_bounds is p2.upper_bounds is p3.upper_bounds
+    assert p4.upper_bounds is not p1.upper_bounds and p4.upper_bounds == (0.25, INF)
+    assert p2 == LatencyHistogram((0.5, 1.0, INF), (1.0, 3.0, 3.0), 1700000090.0)

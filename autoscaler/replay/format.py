@@ -86,8 +86,8 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib rea
     _fast_loads = _stdlib_loads
 
 FORMAT_NAME: Final = "vqa-recording"
-FORMAT_VERSION: Final = 2
-READ_VERSIONS: Final = (1, 2)
+FORMAT_VERSION: Final = 3
+READ_VERSIONS: Final = (1, 2, 3)
 
 SIGNAL_KEYS: Final = ("waiting", "running", "kv", "completed")
 
@@ -101,6 +101,8 @@ MAX_VALUE: Final = 1e15
 MAX_LE: Final = 1e9
 MAX_BUCKETS: Final = 64
 """Buckets of one recorded latency histogram, +Inf included (the adapter's cap)."""
+MAX_LAYOUTS: Final = 1_000
+"""Bucket layouts of one file that get a number (version 3); later ones are written in full."""
 STEP_SECONDS_RANGE: Final = (0.001, 86_400.0)
 
 
@@ -109,6 +111,31 @@ _STAGES: Final = {s.value: s for s in PodStage}
 
 class RecordingError(Exception):
     """A recording that cannot be read: truncated, corrupt, other version, missing a series."""
+
+
+class BucketLayouts:
+    """The bucket layouts of one file being read (version 3): each distinct list of finite
+    bounds written in full is numbered 0, 1, ... in file order (the first `MAX_LAYOUTS` of
+    them), and a later histogram may name that number instead. Also what makes the histograms
+    of a file share one bounds tuple per layout (any version), so that the decision core
+    recognises it without a comparison."""
+
+    __slots__ = ("by_bounds", "numbers", "ordered")
+
+    def __init__(self, numbers: bool) -> None:
+        self.numbers = numbers  # whether the file may name a layout by its number (version >= 3)
+        self.by_bounds: dict[tuple[float, ...], tuple[float, ...]] = {}  # finite bounds -> with +Inf
+        self.ordered: list[tuple[float, ...]] = []
+
+    def add(self, finite: tuple[float, ...]) -> tuple[float, ...]:
+        """The bounds with +Inf for these finite ones, numbered if new and room is left."""
+        full = self.by_bounds.get(finite)
+        if full is None:
+            full = (*finite, math.inf)
+            if len(self.ordered) < MAX_LAYOUTS:
+                self.by_bounds[finite] = full
+                self.ordered.append(full)
+        return full
 
 
 # --------------------------------------------------------------------------- values
@@ -233,9 +260,10 @@ def _rate(value: float) -> float | str:
     return value if 0.0 <= value <= MAX_VALUE else "NaN"
 
 
-def _histogram(h: LatencyHistogram | None) -> list[Any] | None:
+def _histogram(h: LatencyHistogram | None, layouts: dict[tuple[float, ...], int] | None = None) -> list[Any] | None:
     """`[finite bounds, rates (one more: +Inf), timestamp]`; null for what no reader would take
-    (bounds not ascending within 0 .. MAX_LE ending at +Inf, more than MAX_BUCKETS, lengths differ)."""
+    (bounds not ascending within 0 .. MAX_LE ending at +Inf, more than MAX_BUCKETS, lengths differ).
+    With `layouts` (the file's, version 3): the bounds written in full once, then by number."""
     if h is None:
         return None
     bounds, rates = h.upper_bounds, h.cumulative_per_second
@@ -244,21 +272,30 @@ def _histogram(h: LatencyHistogram | None) -> list[Any] | None:
             or not all(0.0 <= b <= MAX_LE for b in finite) or any(b2 <= b1 for b1, b2 in zip(finite, finite[1:]))
             or not 0.0 <= h.timestamp <= MAX_TIMESTAMP):
         return None
+    if layouts is not None:
+        key = tuple(finite)
+        number = layouts.get(key)
+        if number is not None:
+            return [number, [_rate(r) for r in rates], h.timestamp]
+        if len(layouts) < MAX_LAYOUTS:
+            layouts[key] = len(layouts)
     return [list(finite), [_rate(r) for r in rates], h.timestamp]
 
 
-def _pod_entry(p: RecordedPod) -> list[Any]:
+def _pod_entry(p: RecordedPod, layouts: dict[tuple[float, ...], int] | None = None) -> list[Any]:
     """A pod's array: the 11 fields of version 1, then the 5 SLO fields unless all are null."""
     entry = [p.name, p.ready, p.stage.value if p.stage else None, _sample(p.waiting), _sample(p.running),
              _sample(p.kv), p.kv_metric, _sample(p.completed), p.created, p.scheduled, p.ready_at]
     if (p.prompt_tokens or p.generation_tokens or p.ttft or p.tpot or p.queue_time) is not None:
-        entry += [_sample(p.prompt_tokens), _sample(p.generation_tokens), _histogram(p.ttft), _histogram(p.tpot),
-                  _histogram(p.queue_time)]
+        entry += [_sample(p.prompt_tokens), _sample(p.generation_tokens), _histogram(p.ttft, layouts),
+                  _histogram(p.tpot, layouts), _histogram(p.queue_time, layouts)]
     return entry
 
 
-def encode_step(step: Step) -> dict[str, Any]:
-    pods = [_pod_entry(p) for p in step.pods]
+def encode_step(step: Step, layouts: dict[tuple[float, ...], int] | None = None) -> dict[str, Any]:
+    """A step's line; `layouts`: the bucket layouts of the file written so far (numbered in
+    order; updated), or None to write every histogram's bounds in full."""
+    pods = [_pod_entry(p, layouts) for p in step.pods]
     out: dict[str, Any] = {"t": step.t, "spec": step.spec, "ready": step.ready, "rollout": step.rollout, "pods": pods}
     if step.demand:
         out["demand"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in step.demand.items()}
@@ -285,13 +322,14 @@ def write_recording(path: str | Path, header: Header, steps: Iterable[Step]) -> 
     """Write the file atomically (to a temporary file in the same folder, fsync, rename over
     `path`: killed mid-write, the previous file stays whole); returns the number of steps."""
     n = 0
+    layouts: dict[tuple[float, ...], int] = {}
     final = Path(path)
     with atomic_path(final) as tmp, open(tmp, "wb") as raw, gzip.GzipFile(
         filename=str(final), mode="wb", compresslevel=6, fileobj=raw  # the gzip header names `path`, as before
     ) as gz, io.TextIOWrapper(gz, encoding="utf-8") as fh:
         fh.write(_dumps(encode_header(header)) + "\n")
         for step in steps:
-            fh.write(_dumps(encode_step(step)) + "\n")
+            fh.write(_dumps(encode_step(step, layouts)) + "\n")
             n += 1
         fh.write(_dumps({"end": True, "steps": n}) + "\n")
     return n
@@ -390,12 +428,25 @@ def _opt_int(raw: Any, where: str) -> int | None:
     return int(raw)
 
 
-def _decode_histogram(raw: Any, where: str) -> LatencyHistogram | None:
-    """`[finite bounds, rates, timestamp]` (see `_histogram`) or null; RecordingError otherwise."""
+def _decode_histogram(raw: Any, where: str, layouts: BucketLayouts | None = None) -> LatencyHistogram | None:
+    """`[finite bounds, rates, timestamp]` (see `_histogram`), in version 3 also `[layout
+    number, rates, timestamp]`, or null; RecordingError otherwise."""
     if raw is None:
         return None
-    if not isinstance(raw, list) or len(raw) != 3 or not isinstance(raw[0], list) or not isinstance(raw[1], list):
-        raise RecordingError(f"{where}: expected a histogram [bounds, rates, timestamp] or null, got {_short(raw)}")
+    numbered = layouts is not None and layouts.numbers and isinstance(raw, list) and len(raw) == 3 and type(
+        raw[0]) is int
+    if not isinstance(raw, list) or len(raw) != 3 or not (numbered or isinstance(raw[0], list)) or not isinstance(
+            raw[1], list):
+        what = "[bounds or layout number, rates, timestamp]" if layouts is not None and layouts.numbers else (
+            "[bounds, rates, timestamp]")
+        raise RecordingError(f"{where}: expected a histogram {what} or null, got {_short(raw)}")
+    if numbered:
+        assert layouts is not None
+        number, rates_raw, ts = raw
+        if not 0 <= number < len(layouts.ordered):
+            raise RecordingError(f"{where}: histogram bucket layout {number} (allowed: the number of a layout "
+                                 f"written in full before, 0 .. {len(layouts.ordered) - 1})")
+        raw = [list(layouts.ordered[number][:-1]), rates_raw, ts]
     bounds_raw, rates_raw, ts = raw
     if len(bounds_raw) >= MAX_BUCKETS or len(rates_raw) != len(bounds_raw) + 1:
         raise RecordingError(f"{where}: histogram of {len(bounds_raw)} bounds and {len(rates_raw)} rates (allowed: "
@@ -408,10 +459,11 @@ def _decode_histogram(raw: Any, where: str) -> LatencyHistogram | None:
     if not all(0.0 <= r <= MAX_VALUE or r != r for r in rates):
         raise RecordingError(f"{where}: histogram rates {_short(rates_raw)} (allowed: NaN or numbers 0 .. "
                              f"{MAX_VALUE:g})")
-    return LatencyHistogram((*bounds, math.inf), rates, _time(ts, f"{where} histogram timestamp"))
+    full = (*bounds, math.inf) if layouts is None else layouts.add(bounds)
+    return LatencyHistogram(full, rates, _time(ts, f"{where} histogram timestamp"))
 
 
-def _decode_pod(p: Any, where: str, i: int, version: int) -> RecordedPod:
+def _decode_pod(p: Any, where: str, i: int, version: int, layouts: BucketLayouts | None = None) -> RecordedPod:
     """One pod array: the 11 fields of version 1, and in version 2 optionally the 5 SLO fields.
     KeyError, TypeError or ValueError on a malformed entry; RecordingError on a value out of range."""
     if not isinstance(p, list) or not (len(p) == len(POD_FIELDS_V1) or version >= 2 and len(p) == len(POD_FIELDS)):
@@ -423,8 +475,8 @@ def _decode_pod(p: Any, where: str, i: int, version: int) -> RecordedPod:
     if len(p) > 11:
         pt, gt, ttft, tpot, qt = p[11:]
         at = f"{where} pods[{i}]"
-        slo = (_decode_sample(pt, at), _decode_sample(gt, at), _decode_histogram(ttft, f"{at} ttft"),
-               _decode_histogram(tpot, f"{at} tpot"), _decode_histogram(qt, f"{at} queue_time"))
+        slo = (_decode_sample(pt, at), _decode_sample(gt, at), _decode_histogram(ttft, f"{at} ttft", layouts),
+               _decode_histogram(tpot, f"{at} tpot", layouts), _decode_histogram(qt, f"{at} queue_time", layouts))
     return RecordedPod(
         name,
         ready,
@@ -441,7 +493,8 @@ def _decode_pod(p: Any, where: str, i: int, version: int) -> RecordedPod:
     )
 
 
-def decode_step(doc: Any, where: str, version: int = FORMAT_VERSION) -> Step:
+def decode_step(doc: Any, where: str, version: int = FORMAT_VERSION, layouts: BucketLayouts | None = None) -> Step:
+    """One step line; `layouts`: the file's bucket layouts so far (version 3 may name them)."""
     if not isinstance(doc, dict):
         raise RecordingError(f"{where}: not a JSON object")
     if "t" not in doc:
@@ -452,7 +505,7 @@ def decode_step(doc: Any, where: str, version: int = FORMAT_VERSION) -> Step:
     pods = []
     for i, p in enumerate(pods_raw):
         try:
-            pods.append(_decode_pod(p, where, i, version))
+            pods.append(_decode_pod(p, where, i, version, layouts))
         except (KeyError, TypeError, ValueError):
             extra = f" (+ optionally {', '.join(SLO_FIELDS)})" if version >= 2 else ""
             raise RecordingError(f"{where} pods[{i}]: not a valid pod entry ({len(POD_FIELDS_V1)} fields: "
@@ -568,21 +621,28 @@ class _NotFast(Exception):
 _FLOAT_TYPE: Final = {float}
 
 
-def _fast_histogram(raw: Any, bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> LatencyHistogram | None:
-    """The histogram of a well-formed `[bounds, rates, timestamp]` of floats (the bounds interned:
-    they repeat every step), else `_NotFast`."""
+def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None:
+    """The histogram of a well-formed `[bounds, rates, timestamp]` of floats, or in version 3
+    `[layout number, rates, timestamp]` (the bounds shared: one tuple per layout), else `_NotFast`."""
     if raw is None:
         return None
     b, r, ts = raw
-    if set(map(type, b + r)) != _FLOAT_TYPE or type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
+    if type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
         raise _NotFast
-    key = tuple(b)
-    bounds = bounds_cache.get(key)
-    if bounds is None:
-        if len(key) >= MAX_BUCKETS or not (not key or 0.0 <= key[0] and key[-1] <= MAX_LE) or any(
-                y <= x for x, y in zip(key, key[1:])):
+    if type(b) is int:
+        if not layouts.numbers or not 0 <= b < len(layouts.ordered) or set(map(type, r)) != _FLOAT_TYPE:
             raise _NotFast
-        bounds = bounds_cache[key] = (*key, math.inf)
+        bounds = layouts.ordered[b]
+    elif set(map(type, b + r)) != _FLOAT_TYPE:
+        raise _NotFast
+    else:
+        key = tuple(b)
+        bounds = layouts.by_bounds.get(key)  # type: ignore[assignment]
+        if bounds is None:
+            if len(key) >= MAX_BUCKETS or not (not key or 0.0 <= key[0] and key[-1] <= MAX_LE) or any(
+                    y <= x for x, y in zip(key, key[1:])):
+                raise _NotFast
+            bounds = layouts.add(key)
     rates = tuple(r)
     if len(rates) != len(bounds) or not (0.0 <= min(rates) and max(rates) <= MAX_VALUE):
         raise _NotFast
@@ -590,17 +650,16 @@ def _fast_histogram(raw: Any, bounds_cache: dict[tuple[Any, ...], tuple[float, .
 
 
 def _fast_slo(p: list[Any], get: Callable[[Any], MetricSample | None], cache: dict[Any, MetricSample],
-              bounds_cache: dict[tuple[Any, ...], tuple[float, ...]]) -> tuple[Any, ...]:
+              layouts: BucketLayouts) -> tuple[Any, ...]:
     """The 5 SLO fields of a version 2 pod of 16 fields; `_NotFast` (or KeyError, TypeError,
     ValueError) for anything unusual."""
     _, _, _, _, _, _, _, _, _, _, _, pt, gt, ttft, tpot, qt = p
     return (None if pt is None else _interned(pt, get, cache), None if gt is None else _interned(gt, get, cache),
-            _fast_histogram(ttft, bounds_cache), _fast_histogram(tpot, bounds_cache),
-            _fast_histogram(qt, bounds_cache))
+            _fast_histogram(ttft, layouts), _fast_histogram(tpot, layouts), _fast_histogram(qt, layouts))
 
 
 def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
-               bounds_cache: dict[tuple[Any, ...], tuple[float, ...]] | None = None) -> Step | None:
+               layouts: BucketLayouts | None = None) -> Step | None:
     """The step of a well-formed line, or None: decode it with `decode_step` instead."""
     try:
         t = doc["t"]
@@ -624,9 +683,9 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
         for p in pods_raw:
             slo = None
             if len(p) != 11:  # a version 2 pod with its SLO fields
-                if version < 2 or bounds_cache is None:
+                if version < 2 or layouts is None:
                     return None
-                slo = _fast_slo(p, get, cache, bounds_cache)
+                slo = _fast_slo(p, get, cache, layouts)
                 p = p[:11]
             name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
             if (
@@ -816,8 +875,8 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
         last_t = -math.inf
         trailer: dict[str, Any] | None = None
         cache: dict[Any, MetricSample] = {}
-        bounds_cache: dict[tuple[Any, ...], tuple[float, ...]] = {}
         version = header.version
+        layouts = BucketLayouts(numbers=version >= 3)
         fast_loads = _fast_loads
         fast_step = _fast_step
         blank = 0
@@ -829,7 +888,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 except ValueError:
                     doc = None
                 if type(doc) is dict and doc.get("end") is not True and raw.endswith(b"\n"):
-                    step = fast_step(doc, raw, cache, version, bounds_cache)
+                    step = fast_step(doc, raw, cache, version, layouts)
             if step is None:  # the reference path: anything unusual, the trailer, every error
                 try:
                     line = raw.decode("utf-8")
@@ -856,7 +915,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 if isinstance(doc, dict) and doc.get("end") is True:
                     trailer = doc
                     continue
-                step = decode_step(doc, f"{source}: line {lineno}", version)
+                step = decode_step(doc, f"{source}: line {lineno}", version, layouts)
             if steps and step.t <= last_t:
                 raise RecordingError(f"{source}: line {lineno}: step t={step.t} is not after the previous one")
             last_t = step.t

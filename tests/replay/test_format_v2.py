@@ -57,7 +57,7 @@ def test_round_trip_of_every_slo_field(tmp_path: Path) -> None:
     header = Header("llm", "qwen", 15.0, 100.0, 115.0)
     write_recording(tmp_path / "r.jsonl.gz", header, steps)
     rec = read_recording(tmp_path / "r.jsonl.gz")
-    assert rec.header.version == FORMAT_VERSION == 2
+    assert rec.header.version == FORMAT_VERSION == 3
     assert rec.steps == tuple(steps)
     first = encode_step(steps[0])["pods"]
     assert len(first[0]) == 16 and len(first[1]) == 11  # SLO fields left out when all null

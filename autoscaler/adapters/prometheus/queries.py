@@ -226,12 +226,18 @@ def _buckets_of(raw: Sequence[tuple[str | None, float]]) -> tuple[tuple[float, .
 
 
 def histogram_from_buckets(
-    buckets: Sequence[tuple[str | None, float]], timestamp: float
+    buckets: Sequence[tuple[str | None, float]], timestamp: float,
+    layouts: dict[tuple[float, ...], tuple[float, ...]] | None = None,
 ) -> LatencyHistogram | None:
     """The histogram of one pod's (le, rate) bucket series at one instant, or None when they
-    cannot be one (see `_buckets_of`). Shared by `fetch()` and `autoscaler record`."""
+    cannot be one (see `_buckets_of`). Shared by `fetch()` and `autoscaler record`. With
+    `layouts` (one per fetch), pods with equal bounds share one tuple: the decision core then
+    recognises the layout without comparing the bounds (`slo_capacity._usable`)."""
     parsed = _buckets_of(buckets)
-    return None if parsed is None else LatencyHistogram(parsed[0], parsed[1], timestamp)
+    if parsed is None:
+        return None
+    bounds = parsed[0] if layouts is None else layouts.setdefault(parsed[0], parsed[0])
+    return LatencyHistogram(bounds, parsed[1], timestamp)
 
 
 def _pod_key(labels: dict[str, str]) -> tuple[str, str] | None:
@@ -270,12 +276,13 @@ def _per_pod_histograms(samples: list[Sample], what: str) -> dict[tuple[str, str
     decreasing are kept: the histogram's `health()` says NAN."""
     buckets, stamps = _histogram_halves(samples, what)
     out: dict[tuple[str, str], LatencyHistogram] = {}
+    layouts: dict[tuple[float, ...], tuple[float, ...]] = {}
     malformed = 0
     for key, raw in buckets.items():
         stamp = stamps.get(key)
         if stamp is None:
             continue
-        histogram = histogram_from_buckets(raw, stamp)
+        histogram = histogram_from_buckets(raw, stamp, layouts)
         if histogram is None:
             malformed += 1
             continue
