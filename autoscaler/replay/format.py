@@ -1,9 +1,10 @@
-"""The recording file: `vqa-recording` version 2, gzip-compressed JSON lines, one file. Version 1
-files (no SLO signals) are still read: their pods have None for the version 2 fields.
+"""The recording file: `vqa-recording` version 3, gzip-compressed JSON lines, one file. Version 1
+files (no SLO signals) are still read: their pods have None for the version 2 fields; version 2
+files (bucket bounds written with every histogram) read as before.
 
 Line 1, the header (a JSON object):
 
-    {"format": "vqa-recording", "version": 2,
+    {"format": "vqa-recording", "version": 3,
      "target": {"namespace": "llm", "deployment": "qwen"},
      "step_seconds": 15.0, "start": 1764700000.0, "end": 1764786400.0,
      "metadata": {...free-form provenance, see below...}}
@@ -28,7 +29,10 @@ Then one line per evaluation step, in time order (`t` = start + k * step_seconds
   `bounds` the finite bucket bounds `le`, ascending, 0 .. 1e9; `rates` one more (the last for
   +Inf), the cumulative requests per second within each bound (`LatencyHistogram`), each a
   number 0 .. 1e15 or "NaN"; at most 64 buckets with +Inf. E.g. `[[0.5, 1.0], [2.0, 6.0, 8.0],
-  1764699999.2]`.
+  1764699999.2]`. Version 3: a layout (list of bounds) is written in full the first time the
+  file has it; the first `MAX_LAYOUTS` layouts so written are numbered 0, 1, ... in file order,
+  and a later histogram with those bounds may give the number instead: `[0, [2.0, 6.0, 8.0],
+  1764700014.2]` (version 2 repeated ~20 bounds per histogram, 3 histograms a pod, every step).
 * each signal is `[value, sample_timestamp]` exactly as a live `PrometheusSource.fetch()` at
   `t` reads it (same PromQL, evaluated at `t`), or null when the pod had no series. Values
   NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf" (strict JSON).
