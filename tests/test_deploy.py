@@ -650,7 +650,8 @@ def test_dashboard_has_the_panels_and_queries_real_metrics() -> None:
     assert variables == {"datasource", "namespace", "deployment"}
     titles = {p["title"] for p in _panels()}
     assert {"Queue depth per pod", "KV-cache usage per pod", "Desired vs actual replicas",
-            "Decision reasons over time", "Learned lead time", "Pods in flight by stage"} <= titles
+            "Decision reasons over time", "Learned lead time", "Pods in flight by stage",
+            "Replicas per signal, with the bounds", "SLO: share within the bound, headroom"} <= titles
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     exported = _exported_metrics()

@@ -288,7 +288,10 @@ class Controller:
         log = log.bind(sources=sources)
         self._report_annotations(log, deployment, settings)
         policy = settings.policy
-        self.metrics.max_replicas.labels(ns, name).set(bounds(policy)[1])
+        low, high, _ = bounds(policy)
+        self.metrics.min_replicas.labels(ns, name).set(low)
+        self.metrics.max_replicas.labels(ns, name).set(high)
+        self.metrics.paused.labels(ns, name).set(1 if settings.paused else 0)
         if settings.paused:
             # the team's lever, honoured from the tick that reads it: nothing decided, nothing written
             self.metrics.current.labels(ns, name).set(deployment.spec_replicas)

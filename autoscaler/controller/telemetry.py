@@ -40,6 +40,14 @@ class ControllerMetrics:
             "vllm_autoscaler_max_replicas",
             "The effective upper bound: min(max_replicas, max_gpus // gpus_per_replica).", TARGET, registry=r,
         )
+        self.min_replicas = Gauge(
+            "vllm_autoscaler_min_replicas", "The effective lower bound (min_replicas).", TARGET, registry=r,
+        )
+        self.paused = Gauge(
+            "vllm_autoscaler_paused",
+            "1 while the Deployment's vllm-queue-autoscaler.io/paused annotation stops every write, else 0.",
+            TARGET, registry=r,
+        )
         self.decisions = Counter(
             "vllm_autoscaler_decisions", "Decisions made, by reason.", (*TARGET, "reason"), registry=r
         )

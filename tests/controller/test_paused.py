@@ -78,12 +78,17 @@ def test_pausing_and_unpausing_take_effect_on_the_next_tick(
     c = controller(config, kube, prometheus, clock=clock)
     reads(kube, prometheus, annotated({P + "paused": "true"}), fleet(2, BUSY))
     assert [o.action for o in c.tick()] == ["paused"]
+    gauge = c.metrics.registry.get_sample_value
+    labels = {"namespace": NS, "deployment": NAME}
+    assert gauge("vllm_autoscaler_paused", labels) == 1.0
+    assert (gauge("vllm_autoscaler_min_replicas", labels), gauge("vllm_autoscaler_max_replicas", labels)) == (1.0, 8.0)
     clock.now += 15
     reads(kube, prometheus, annotated({P + "paused": "false"}), fleet(2, BUSY), first=False)
     kube.script("write_state", STORED).script("set_replicas", True).script("emit_event", {})
     [outcome] = c.tick()
     assert outcome.action == "patched" and outcome.decision is not None and outcome.decision.desired_replicas == 4
     assert written(kube) == [("write_state", ["llm.qwen"]), ("set_replicas", 4), ("emit_event", "ScaledUp")]
+    assert gauge("vllm_autoscaler_paused", labels) == 0.0
 
 
 def test_annotated_bounds_and_slo_win_and_the_log_says_so(
