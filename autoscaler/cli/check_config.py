@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autoscaler.cli.cluster_view import ClusterUnreadable, cluster_targets, render_cluster
-from autoscaler.cli.output import JSON, TEXT, YAML, console, output_option
+from autoscaler.cli.output import JSON, TEXT, YAML, console, format_value, output_option
 from autoscaler.config import (
     AutoscalerConfig,
     ConfigError,
@@ -119,7 +119,7 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
     controller.add_column("key", style="bold")
     controller.add_column("value", overflow="fold")
     for key, value in _flatten(config.controller.model_dump()):
-        controller.add_row(key, _fmt(value))
+        controller.add_row(key, format_value(value))
     console.print(controller)
 
     builtin = dict(_flatten(PolicyParams().model_dump()))  # `slo` as rows slo.ttft_seconds, ...
@@ -158,13 +158,13 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
 def _cell(value: object, reference: object, style: str) -> Text:
     """The value, marked `*` and styled when it differs from `reference` (also readable without colour)."""
     if value == reference:
-        return Text(_fmt(value))
-    return Text(_fmt(value) + "*", style=style)
+        return Text(format_value(value))
+    return Text(format_value(value) + "*", style=style)
 
 
 def _cell_width(values: dict[str, Any]) -> int:
     """The widest cell of a column: a value, with its `*`."""
-    return max(len(_fmt(v)) + 1 for v in values.values())
+    return max(len(format_value(v)) + 1 for v in values.values())
 
 
 def _chunks(
@@ -194,12 +194,3 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]
         else:
             yield f"{prefix}{key}", value
 
-
-def _fmt(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autoscaler.adapters.kubernetes import KubeClient, KubeError
+from autoscaler.cli.output import format_value
 from autoscaler.config import AutoscalerConfig
 from autoscaler.config.annotations import BUILTIN, flatten, resolve
 
@@ -70,17 +71,8 @@ def render_cluster(entries: list[dict[str, Any]], console: Console, *, context: 
         table.add_column("source", no_wrap=True)
         shown = {k: v for k, v in entry["policy"].items() if v["source"] != BUILTIN}
         for key, cell in shown.items():
-            table.add_row(key, _fmt(cell["value"]), cell["source"])
+            table.add_row(key, format_value(cell["value"]), cell["source"])
         if shown:
             console.print(table)
         console.print(f"  every other key: {BUILTIN} default")
 
-
-def _fmt(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)

@@ -114,3 +114,14 @@ def require_extra(module: str, extra: str, purpose: str) -> None:
         importlib.import_module(module)
     except ImportError:
         fail(f"{purpose} needs {module}, which is not installed: pip install '{PACKAGE}[{extra}]'")
+
+
+def format_value(value: object) -> str:
+    """A config value as YAML spells it: null, true/false, 2 for 2.0; else str()."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
