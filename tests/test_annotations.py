@@ -16,6 +16,7 @@ from autoscaler.config.annotations import (
     CONFIGMAP_TARGET,
     PAUSED,
     PREFIX,
+    key_problems,
     managed,
     resolve,
     scalar,
@@ -230,3 +231,11 @@ def test_the_docs_list_every_selector_key_and_every_annotation() -> None:
     missing += [key for key in ("slo.ttft_seconds", "slo.tpot_seconds", "slo.attainment_target")
                 if f"`{key}`" not in annotations]
     assert not missing, missing
+
+
+def test_key_problems_docstring() -> None:
+    # worked example: a bad paused and an out-of-range value; a cross-key rule is not checked here
+    assert key_problems({PAUSED: "yes", PREFIX + "max_replicas": "0"}) == [
+        f'{PAUSED} = "yes", must be "true" or "false"', f"{PREFIX}max_replicas = 0, must be >= 1"]
+    assert key_problems({PREFIX + "min_replicas": "20"}) == []
+    assert key_problems({}) == []

@@ -277,6 +277,21 @@ def test_replicas_rule_spares_objects_read_from_a_cluster() -> None:
     assert findings_of(live) == []
 
 
+def test_annotation_rule_names_each_bad_key_on_its_line() -> None:
+    text = (CORPUS / "VQA016_invalid_autoscaler_annotation.yaml").read_text()
+    (finding,) = findings_of(text)
+    assert finding.rule == "VQA016" and finding.line == text.splitlines().index(
+        '    vllm-queue-autoscaler.io/max_replicas: "0"') + 1
+    assert "vllm-queue-autoscaler.io/max_replicas = 0, must be >= 1" in finding.message
+    several = text.replace('max_replicas: "0"', 'max_replica: "3"\n    vllm-queue-autoscaler.io/paused: "yes"', 1)
+    messages = sorted(f.message for f in findings_of(several))
+    assert len(messages) == 2 and "did you mean max_replicas?" in messages[0] + messages[1]
+    assert any('paused = "yes", must be "true" or "false"' in m for m in messages)
+    # valid annotations, and a rule between keys that depends on the ConfigMap: nothing to say
+    fine = text.replace('max_replicas: "0"', 'min_replicas: "20"\n    vllm-queue-autoscaler.io/slo.ttft_seconds: "1.5"', 1)
+    assert findings_of(fine) == []
+
+
 def test_ignore_option_and_annotation() -> None:
     classic = CORPUS / "classic.yaml"
     assert rules_in(classic, ignore=frozenset({"VQA001", "max-model-len-missing"})) == ["VQA005", "VQA009", "VQA011"]

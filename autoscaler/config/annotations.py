@@ -44,7 +44,7 @@ from autoscaler.policy.params import PolicyParams
 
 __all__ = [
     "ANNOTATION", "BUILTIN", "CONFIGMAP_DEFAULTS", "CONFIGMAP_TARGET", "LINT_IGNORE", "MANAGED", "NOT_POLICY",
-    "PAUSED", "PREFIX", "SOURCES", "TargetSettings", "flatten", "managed", "paused", "policy_annotations",
+    "PAUSED", "PREFIX", "SOURCES", "TargetSettings", "flatten", "key_problems", "managed", "paused", "policy_annotations",
     "resolve", "scalar", "sources",
 ]
 
@@ -146,6 +146,26 @@ def paused(annotations: Mapping[str, str]) -> tuple[bool, str | None]:
     if value in ("true", "false"):
         return value == "true", None
     return False, f'{PAUSED} = {_fmt_value(raw)}, must be "true" or "false"'
+
+
+def key_problems(annotations: Mapping[str, str]) -> list[str]:
+    """The problems each annotation has on its own (a bad `paused`, an unknown key, a value out
+    of its range), in the ConfigMap's words; not the rules between keys, which depend on the
+    ConfigMap the annotations are merged over. For a check without the cluster (`autoscaler
+    lint`).
+
+    Worked example: paused "yes", max_replicas "0": two lines, `... paused = "yes", must be
+    "true" or "false"` and `... max_replicas = 0, must be >= 1`; min_replicas "20" alone: none
+    (whether it exceeds max_replicas depends on the ConfigMap).
+    """
+    problem = paused(annotations)[1]
+    problems = [problem] if problem else []
+    nested = _nested({key: scalar(value) for key, value in policy_annotations(annotations).items()})
+    try:
+        PolicyOverrides.model_validate(nested)
+    except ValidationError as exc:
+        problems += [PREFIX + line for line in _problem_lines(exc.errors(), root=PolicyOverrides, data=nested)]
+    return problems
 
 
 def resolve(config: AutoscalerConfig, target: TargetConfig, annotations: Mapping[str, str]) -> TargetSettings:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration
+from autoscaler.config.annotations import key_problems
 from autoscaler.config.bounded import load_yaml
 from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
 from autoscaler.lint.loader import Document, YList, YMap, line_of
@@ -612,6 +613,20 @@ def _replicas_in_managed(ctx: LintContext) -> Iterator[Hit]:
         yield Hit(wl.doc, wl.spec.line_of("replicas"),
                   f"spec.replicas is {wl.spec.get('replicas')} while {who} scales it: every kubectl apply of this "
                   "manifest resets the replica count the autoscaler chose")
+
+
+@rule("VQA016", "invalid-autoscaler-annotation", Severity.ERROR,
+      "a vllm-queue-autoscaler.io/ annotation the controller would ignore",
+      "fix the value or the key as the message says: while one policy annotation is invalid the controller "
+      "ignores them all and keeps the ConfigMap's policy; an invalid paused does not pause")
+def _invalid_annotation(ctx: LintContext) -> Iterator[Hit]:
+    for wl in ctx.workloads:
+        if wl.kind != "Deployment":
+            continue
+        annotations = _ymap(wl.doc.metadata.get("annotations"))
+        for problem in key_problems({str(k): str(v) for k, v in annotations.items()}):
+            key = next((k for k in annotations if problem.startswith(f"{k} =")), None)
+            yield Hit(wl.doc, annotations.line_of(key) if key is not None else annotations.line, problem)
 
 
 def _live_object(doc: Document) -> bool:

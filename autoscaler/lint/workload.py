@@ -9,6 +9,8 @@ args are expanded from the container's literal env values first, as the kubelet 
 
 from __future__ import annotations
 
+from autoscaler.config.annotations import LINT_IGNORE, MANAGED
+
 import math
 import re
 import shlex
@@ -30,11 +32,11 @@ __all__ = [
     "parse_vllm_flags",
 ]
 
-MANAGED_ANNOTATION = "vllm-queue-autoscaler.io/managed"
+MANAGED_ANNOTATION = MANAGED
 """Opt-in marker on a Deployment: `"true"` declares that vllm-queue-autoscaler scales it. The
 controller itself scales the targets of its ConfigMap; the lint takes either as the truth."""
 
-LINT_IGNORE_ANNOTATION = "vllm-queue-autoscaler.io/lint-ignore"
+LINT_IGNORE_ANNOTATION = LINT_IGNORE
 """Comma-separated rule ids or names the lint does not report for this object."""
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
