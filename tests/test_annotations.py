@@ -17,6 +17,7 @@ from autoscaler.config.annotations import (
     PAUSED,
     PREFIX,
     key_problems,
+    not_allowed,
     managed,
     resolve,
     scalar,
@@ -239,3 +240,34 @@ def test_key_problems_docstring() -> None:
         f'{PAUSED} = "yes", must be "true" or "false"', f"{PREFIX}max_replicas = 0, must be >= 1"]
     assert key_problems({PREFIX + "min_replicas": "20"}) == []
     assert key_problems({}) == []
+
+
+def test_not_allowed_docstring() -> None:
+    # worked example: max_gpus is not among the keys teams may set; None allows every key
+    raw = {"max_replicas": "6", "max_gpus": "16"}
+    assert not_allowed(raw, ["min_replicas", "max_replicas"]) == [
+        f"{PREFIX}max_gpus = 16, not allowed here (controller.annotation_keys: min_replicas, max_replicas)"]
+    assert not_allowed(raw, None) == []
+    assert not_allowed({"max_replica": "3"}, []) == []  # an unknown key gets its own message
+
+
+def test_a_key_the_configmap_does_not_allow_keeps_the_configmap_policy_but_pause_holds() -> None:
+    config = AutoscalerConfig.model_validate({
+        "controller": {"annotation_keys": ["min_replicas", "max_replicas"]},
+        "targets": [{"namespace": "llm", "deployment": "q", "max_replicas": 8}]})
+    target = config.targets[0]
+    refused = resolve(config, target, {PREFIX + "max_replicas": "6", PREFIX + "max_gpus": "16", PAUSED: "true"})
+    assert refused.paused and refused.policy.max_replicas == 8 and refused.policy.max_gpus is None
+    assert refused.problems == (
+        f"{PREFIX}max_gpus = 16, not allowed here (controller.annotation_keys: min_replicas, max_replicas)",)
+    assert refused.sources["max_replicas"] == CONFIGMAP_TARGET
+    allowed = resolve(config, target, {PREFIX + "max_replicas": "6"})
+    assert allowed.problems == () and allowed.policy.max_replicas == 6 and allowed.sources["max_replicas"] == ANNOTATION
+    nothing = AutoscalerConfig.model_validate({"controller": {"annotation_keys": []}, "targets": [{"namespace": "llm", "deployment": "q"}]})
+    assert resolve(nothing, nothing.targets[0], {PREFIX + "min_replicas": "2"}).problems == (
+        f"{PREFIX}min_replicas = 2, not allowed here (controller.annotation_keys: none)",)
+
+
+def test_annotation_keys_must_be_policy_keys() -> None:
+    with pytest.raises(ValueError, match="must be a policy key"):
+        AutoscalerConfig.model_validate({"controller": {"annotation_keys": ["max_replica"]}, "targets": []})

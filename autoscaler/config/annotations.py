@@ -35,6 +35,7 @@ from autoscaler.config.model import (
     BUILTIN,
     CONFIGMAP_DEFAULTS,
     CONFIGMAP_TARGET,
+    POLICY_KEYS,
     AutoscalerConfig,
     PolicyOverrides,
     TargetConfig,
@@ -44,7 +45,7 @@ from autoscaler.policy.params import PolicyParams
 
 __all__ = [
     "ANNOTATION", "BUILTIN", "CONFIGMAP_DEFAULTS", "CONFIGMAP_TARGET", "LINT_IGNORE", "MANAGED", "NOT_POLICY",
-    "PAUSED", "PREFIX", "SOURCES", "TargetSettings", "flatten", "key_problems", "managed", "paused", "policy_annotations",
+    "PAUSED", "PREFIX", "SOURCES", "TargetSettings", "flatten", "key_problems", "managed", "not_allowed", "paused", "policy_annotations",
     "resolve", "scalar", "sources",
 ]
 
@@ -168,6 +169,23 @@ def key_problems(annotations: Mapping[str, str]) -> list[str]:
     return problems
 
 
+def not_allowed(raw: Mapping[str, str], allowed: list[str] | None) -> list[str]:
+    """One line per policy annotation whose key `controller.annotation_keys` does not list (None:
+    every key is allowed). A refused key leaves the target on its ConfigMap policy, as an invalid
+    one does: the ConfigMap's owner decides what teams may change (Knative caps its per-revision
+    annotations the same way, with max-scale-limit).
+
+    Worked example: allowed [min_replicas, max_replicas], annotations max_replicas "6" and
+    max_gpus "16": one line, `vllm-queue-autoscaler.io/max_gpus = 16, not allowed here
+    (controller.annotation_keys: min_replicas, max_replicas)`; allowed None: none.
+    """
+    if allowed is None:
+        return []
+    listed = ", ".join(allowed) or "none"
+    return [f"{PREFIX}{key} = {_fmt_value(scalar(value))}, not allowed here (controller.annotation_keys: {listed})"
+            for key, value in raw.items() if key not in allowed and key in POLICY_KEYS]
+
+
 def resolve(config: AutoscalerConfig, target: TargetConfig, annotations: Mapping[str, str]) -> TargetSettings:
     """The effective settings of `target` (listed in `config`, or found by its selector) whose
     Deployment carries `annotations`. Never raises on a bad annotation: it is a problem line,
@@ -178,7 +196,10 @@ def resolve(config: AutoscalerConfig, target: TargetConfig, annotations: Mapping
     raw = policy_annotations(annotations)
     applied: dict[str, Any] = {}
     policy = base
-    if raw:
+    refused = not_allowed(raw, config.controller.annotation_keys)
+    if refused:
+        problems += refused
+    elif raw:
         parsed = {key: scalar(value) for key, value in raw.items()}
         checked = _validate(config, target, parsed)
         if isinstance(checked, PolicyParams):

@@ -104,6 +104,17 @@ class PrometheusSettings(BaseModel):
         return value
 
 
+def _policy_key(value: str) -> str:
+    if value not in POLICY_KEYS:
+        raise PydanticCustomError(
+            "policy_key", "must be a policy key (a key of `defaults`, a nested one dotted: max_replicas, slo.ttft_seconds)"
+        )
+    return value
+
+
+PolicyKey = Annotated[str, AfterValidator(_policy_key)]
+
+
 class ControllerSettings(BaseModel):
     """How the controller itself runs (not how it scales: that is `PolicyParams`)."""
 
@@ -120,6 +131,11 @@ class ControllerSettings(BaseModel):
     namespace: DnsLabel = Field(
         default="vllm-queue-autoscaler",
         description="The controller's own namespace (env POD_NAMESPACE overrides it at runtime).",
+    )
+    annotation_keys: list[PolicyKey] | None = Field(
+        default=None,
+        description="Policy keys a Deployment's vllm-queue-autoscaler.io/<key> annotations may set; "
+        "null = every key, [] = none (pausing is always allowed).",
     )
 
     @field_validator("prometheus", mode="before")
