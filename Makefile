@@ -47,7 +47,7 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(PY) -m examples.burst_decision_log
 	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/demo.yaml \
-		--plot build/demo/demo.png --json build/demo/demo.json --markdown build/demo/demo.md
+		--plot build/demo/demo.png --output-file build/demo/demo.json --markdown build/demo/demo.md
 
 # The published benchmark (docs/benchmark.md), from a fresh clone: every evaluation scenario of
 # simulations/preregistered.yaml, every policy x its 8 grid points x seeds 0-2 (~2.5 h on 2 cores),
@@ -58,7 +58,7 @@ JOBS ?= 2
 experiments: venv
 	for s in $(EVALUATION); do \
 		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs $(JOBS) \
-			--json simulations/results/$$s.json --markdown simulations/results/$$s.md \
+			--output-file simulations/results/$$s.json --markdown simulations/results/$$s.md \
 			--plot simulations/results/$$s.png || exit 1; \
 	done
 	$(PY) simulations/tools/summary.py
@@ -68,7 +68,7 @@ experiments: venv
 tuning: venv
 	for s in $(TUNING); do \
 		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs $(JOBS) \
-			--json build/tuning/$$s.json --markdown build/tuning/$$s.md --plot build/tuning/$$s.png || exit 1; \
+			--output-file build/tuning/$$s.json --markdown build/tuning/$$s.md --plot build/tuning/$$s.png || exit 1; \
 	done
 
 # Speed benchmarks; figures go to benchmarks/results/.

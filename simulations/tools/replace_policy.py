@@ -37,7 +37,7 @@ def rerun(scenario: str, policy: str, jobs: int) -> dict[str, Any]:
         out = Path(tmp) / "one.json"
         subprocess.run([sys.executable, "-m", "autoscaler.cli", "simulate", "--scenario",
                         str(REPO / "simulations" / "scenarios" / f"{scenario}.yaml"), "--sweep", "--policy", policy,
-                        "--jobs", str(jobs), "--json", str(out)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+                        "--jobs", str(jobs), "--output-file", str(out)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
         doc: dict[str, Any] = json.loads(out.read_text())
         return doc
 
