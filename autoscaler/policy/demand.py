@@ -175,6 +175,7 @@ def mean_throughput(throughput_history: tuple[tuple[float, float], ...]) -> floa
 def arrival_rate(
     load_history: tuple[tuple[float, float], ...],
     throughput_history: tuple[tuple[float, float], ...],
+    mean: float | None = None,
 ) -> float | None:
     """Arrivals/s over the window: mean throughput plus the net growth of the load.
 
@@ -182,9 +183,11 @@ def arrival_rate(
     not set against a load trend that still remembers the backlog growing.
 
     Worked example: load (0, 100), (15, 130), (30, 160): net growth 60 / 30 = 2 req/s;
-    throughput samples 3.0, 3.2, 3.4: mean 3.2; arrivals 5.2 req/s.
+    throughput samples 3.0, 3.2, 3.4: mean 3.2; arrivals 5.2 req/s. `mean`: that mean
+    (`mean_throughput`), when the caller has it already.
     """
-    mean = mean_throughput(throughput_history)
+    if mean is None:
+        mean = mean_throughput(throughput_history)
     if mean is None:
         return None
     growth = 0.0
@@ -299,7 +302,7 @@ def _rate_model(
     """The rate model's queue replicas: keep up, plus drain help for the healthy pods scaled to
     all ready ones (the unhealthy ones are assumed to need it like the healthy average), never
     more than keeping up takes (so the queue demand at most doubles)."""
-    keep_up = rate_queue_replicas(arrivals, mu, [], target_waiting, drain_seconds)
+    keep_up = max(0.0, arrivals) / mu  # rate_queue_replicas without drain help, to the last bit
     with_drain = rate_queue_replicas(arrivals, mu, waits, target_waiting, drain_seconds)
     return keep_up + min(keep_up, (with_drain - keep_up) * scale)
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import inf, isfinite
 
-from autoscaler.policy.types import MetricSample, ReadyPod, SampleHealth
+from autoscaler.policy.types import MetricSample, ReadyPod, SampleHealth, fast_init
 
 _WORST_FIRST = (SampleHealth.NAN, SampleHealth.ABSENT, SampleHealth.STALE)
 
 
+@fast_init
 @dataclass(frozen=True)
 class HealthReport:
     healthy: tuple[ReadyPod, ...]
@@ -98,4 +99,4 @@ def assess_health(pods: tuple[ReadyPod, ...], now: float, stale_after_seconds: f
             unhealthy[pod.name] = health
             if health is SampleHealth.ABSENT and is_warming(pod, now, stale_after_seconds):
                 warming.append(pod.name)
-    return HealthReport(healthy=tuple(healthy), unhealthy=unhealthy, warming=tuple(warming))
+    return HealthReport(tuple(healthy), unhealthy, tuple(warming))

@@ -125,44 +125,53 @@ def decision_values(
     """The intermediate values of the tick, for logs, metrics and the CLI (0 where unread)."""
     ready = len(observation.ready_pods)
     demand, fc, slo = sizing.demand, sizing.forecast, sizing.slo
-    return DecisionValues(
-        ready_replicas=ready,
-        healthy_pods=len(health.healthy),
-        unhealthy_pods={k: v.value for k, v in health.unhealthy.items()} if health.unhealthy else {},
-        saturated_pods=demand.saturated_pods if demand else 0,
-        completed_per_second=demand.completed_per_second if demand else None,
-        arrivals_per_second=demand.arrivals_per_second if demand else None,
-        replica_throughput_per_second=demand.replica_throughput_per_second if demand else None,
-        queue_model=demand.queue_model if demand else "none",
-        waiting_total=demand.waiting_total if demand else 0.0,
-        running_total=demand.running_total if demand else 0.0,
-        kv_cache_usage_mean=demand.kv_usage_total / ready if demand and ready else 0.0,
-        queue_replicas=demand.queue_replicas if demand else 0.0,
-        kv_replicas=demand.kv_replicas if demand else 0.0,
-        batch_replicas=demand.batch_replicas if demand else 0.0,
-        demand_replicas=sizing.demand_replicas,
-        load_now=demand.load if demand else 0.0,
-        load_slope_per_second=fc.slope_per_second if fc else 0.0,
-        forecast_load=fc.load if fc else 0.0,
-        forecast_replicas=fc.replicas if fc else 0.0,
-        model_load_seconds=lead.model_load_seconds,
-        node_provision_seconds=lead.node_provision_seconds,
-        lead_time_seconds=sizing.lead_time_seconds,
-        lead_time_learned=lead.model_load_learned,
-        pods_in_flight=flight.counted,
-        pods_in_flight_by_stage=flight.by_stage,
-        in_flight_eta_seconds=flight.latest_eta_seconds,
-        planned_replicas=planned,
-        recommendation=rec.replicas,
-        stabilized=stab.replicas,
-        scale_down_window_seconds=stab.down_window_seconds,
-        bound_signal=bound_signal(sizing),
-        **(_slo_values(slo, policy) if slo is not None else {}),
-    )
+    values = {  # in field order; a dict and not 45 keywords: matching those costs ~2 us a tick
+        "ready_replicas": ready,
+        "healthy_pods": len(health.healthy),
+        "unhealthy_pods": {k: v.value for k, v in health.unhealthy.items()} if health.unhealthy else {},
+        "waiting_total": demand.waiting_total if demand else 0.0,
+        "running_total": demand.running_total if demand else 0.0,
+        "kv_cache_usage_mean": demand.kv_usage_total / ready if demand and ready else 0.0,
+        "saturated_pods": demand.saturated_pods if demand else 0,
+        "completed_per_second": demand.completed_per_second if demand else None,
+        "arrivals_per_second": demand.arrivals_per_second if demand else None,
+        "replica_throughput_per_second": demand.replica_throughput_per_second if demand else None,
+        "queue_model": demand.queue_model if demand else "none",
+        "queue_replicas": demand.queue_replicas if demand else 0.0,
+        "kv_replicas": demand.kv_replicas if demand else 0.0,
+        "batch_replicas": demand.batch_replicas if demand else 0.0,
+        "demand_replicas": sizing.demand_replicas,
+        "load_now": demand.load if demand else 0.0,
+        "load_slope_per_second": fc.slope_per_second if fc else 0.0,
+        "forecast_load": fc.load if fc else 0.0,
+        "forecast_replicas": fc.replicas if fc else 0.0,
+        "model_load_seconds": lead.model_load_seconds,
+        "node_provision_seconds": lead.node_provision_seconds,
+        "lead_time_seconds": sizing.lead_time_seconds,
+        "lead_time_learned": lead.model_load_learned,
+        "pods_in_flight": flight.counted,
+        "pods_in_flight_by_stage": flight.by_stage,
+        "in_flight_eta_seconds": flight.latest_eta_seconds,
+        "planned_replicas": planned,
+        "recommendation": rec.replicas,
+        "stabilized": stab.replicas,
+        "scale_down_window_seconds": stab.down_window_seconds,
+    }
+    values.update(_slo_values(slo, policy) if slo is not None else _NO_SLO_VALUES)
+    values["bound_signal"] = bound_signal(sizing)
+    return DecisionValues.from_fields(values)
+
+
+_NO_SLO_VALUES = {f: DecisionValues.__dataclass_fields__[f].default for f in (
+    "slo_ttft_seconds", "slo_tpot_seconds", "slo_attainment_target", "ttft_attainment", "tpot_attainment",
+    "prompt_tokens_per_second", "generation_tokens_per_second", "capacity_prompt_tokens_per_second",
+    "capacity_generation_tokens_per_second", "capacity_learned", "slo_utilisation",
+    "slo_infeasible_at_low_load", "headroom_ratio", "slo_replicas",
+)}  # DecisionValues' defaults without an SLO signal
 
 
 def _slo_values(slo: SloSignal, policy: PolicyParams) -> dict[str, Any]:
-    """The SLO step's values (`DecisionValues` keeps its defaults without an SLO signal)."""
+    """The SLO step's values (`_NO_SLO_VALUES` without an SLO signal), in field order."""
     return {
         "slo_ttft_seconds": slo.ttft_bound_seconds,
         "slo_tpot_seconds": policy.slo.tpot_seconds,

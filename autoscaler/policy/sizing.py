@@ -118,7 +118,7 @@ def read_demand(
         throughputs = update_load_history(throughputs, now, throughput, window)
         if len(loads) >= 2:
             window_throughput = mean_throughput(throughputs or ((now, throughput),))
-            arrivals = arrival_rate(loads, throughputs or ((now, throughput),))
+            arrivals = arrival_rate(loads, throughputs or ((now, throughput),), window_throughput)
     demand = compute_demand(
         health.healthy,
         served,

@@ -39,7 +39,9 @@ can never lower the replicas (`partial`), and nothing is learned.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
+from math import inf, isfinite
 from operator import lt
 
 from autoscaler.policy.capacity_table import cold_start_capacity
@@ -117,9 +119,9 @@ def usable_histograms(
     for h in hists:
         bounds, rates = h.upper_bounds, h.cumulative_per_second
         if (
-            len(rates) == len(bounds) > 0 and now - h.timestamp <= stale and bounds[-1] == math.inf
-            and 0.0 <= rates[0] and math.isfinite(sum(rates)) and list(rates) == sorted(rates)
-            and (bounds == ascending or all(map(lt, bounds, bounds[1:])))
+            len(rates) == len(bounds) > 0 and now - h.timestamp <= stale and bounds[-1] == inf
+            and 0.0 <= rates[0] and isfinite(sum(rates)) and list(rates) == sorted(rates)
+            and (bounds is ascending or bounds == ascending or all(map(lt, bounds, bounds[1:])))
         ):
             good.append(h)
             count += rates[-1]
@@ -202,7 +204,29 @@ def attainment(
     """
     if not hists or count < max(min_requests_per_second, 1e-12):
         return None
-    return sum([h.within(bound) for h in hists]) / count
+    return sum(within_each(hists, bound)) / count
+
+
+def within_each(hists: tuple[LatencyHistogram, ...], threshold: float) -> list[float]:
+    """Each histogram's `within(threshold)`, in order, to the last bit: the bucket is looked up
+    once when every histogram has the very same bounds tuple (the adapter gives pods of one
+    layout one tuple) and the threshold falls inside a finite bucket; else each looks itself.
+
+    Worked example: bounds (1, 2.5, +Inf) shared by rates (6, 9, 10) and (1, 2, 4): within 2 s,
+    6 + 3 x 1 / 1.5 = 8 and 1 + 1 x 1 / 1.5 = 1.67; with bounds (1, 4, +Inf) on the second: 8
+    and 1.33, each by `within`.
+    """
+    layout = hists[0].upper_bounds
+    i = bisect_right(layout, threshold)
+    if 0 < i < len(layout) and layout[i] != inf:
+        lower = layout[i - 1]
+        span, width = threshold - lower, layout[i] - lower
+        # the terms of `within`, in its order of operations (so the very same float)
+        out = [r[i - 1] + (r[i] - r[i - 1]) * span / width
+               for h in hists if h.upper_bounds is layout for r in (h.cumulative_per_second,)]
+        if len(out) == len(hists):
+            return out
+    return [h.within(threshold) for h in hists]
 
 
 def utilisation(load: tuple[float, float], capacity: tuple[float, float]) -> float:

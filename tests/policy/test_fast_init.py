@@ -74,3 +74,28 @@ def test_refuses_what_it_cannot_build_the_same() -> None:
     for cls in (NotFrozen, WithPostInit):
         with pytest.raises(TypeError, match="fast_init does not support"):
             fast_init(cls)
+
+
+def test_decision_values_from_fields() -> None:
+    # docstring: from_fields(DecisionValues(ready_replicas=2).as_dict()) equals the constructor's
+    built = DecisionValues(ready_replicas=2, unhealthy_pods={"a": "nan"}, ttft_attainment=0.5)
+    taken = DecisionValues.from_fields(built.as_dict())
+    assert taken == built and repr(taken) == repr(built)
+    assert list(vars(taken).items()) == list(vars(built).items())  # same fields, same order
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        taken.ready_replicas = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("slo", [False, True])
+def test_decide_builds_every_value_in_field_order(slo: bool) -> None:
+    """decide() builds its values with `from_fields`: every field, in field order, with and
+    without the SLO step (a missing key would be an attribute missing, not a default)."""
+    from autoscaler.policy import Observation, PolicyParams, PolicyState, decide
+
+    from .builders import hist, slo_pod
+
+    now, h = 1000.0, hist((0.5, 1.0, float("inf")), (1.0, 2.0, 2.0), 1000.0)
+    pods = (slo_pod("a", now, 1_000.0, 300.0, ttft=h, tpot=h, done=1.0),) if slo else ()
+    d, _ = decide(PolicyParams(), Observation(spec_replicas=1, ready_pods=pods), PolicyState(), now)
+    assert list(vars(d.values)) == list(DecisionValues.__dataclass_fields__)
+    assert (d.values.slo_replicas > 0) is slo

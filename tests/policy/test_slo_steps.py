@@ -43,6 +43,7 @@ from autoscaler.policy.slo_capacity import (
     starting_state,
     ttft_bound,
     usable_histograms,
+    within_each,
     utilisation,
     within_drift,
 )
@@ -158,6 +159,24 @@ def test_attainment() -> None:
     assert attainment((a, b), 14.0, 2.0, 20.0) is None  # too few requests to trust a share
     assert attainment((), 0.0, 2.0, 0.0) is None
     assert attainment((a,), 10.0, 2.0, 1.0) == pytest.approx(0.8)  # LatencyHistogram's own example
+
+
+def test_within_each() -> None:
+    # docstring: bounds (1, 2.5, +Inf) shared by (6, 9, 10) and (1, 2, 4): 8 and 1.67 within 2 s;
+    # the second on bounds (1, 4, +Inf): 8 and 1.33, each by `within`
+    shared = (1.0, 2.5, INF)
+    a, b = hist(shared, (6.0, 9.0, 10.0), NOW), hist(shared, (1.0, 2.0, 4.0), NOW)
+    assert within_each((a, b), 2.0) == pytest.approx([8.0, 1.0 + 1.0 / 1.5])
+    other = hist((1.0, 4.0, INF), (1.0, 2.0, 4.0), NOW)
+    assert within_each((a, other), 2.0) == pytest.approx([8.0, 1.0 + 1.0 / 3.0])
+    # to the last bit what `within` gives, on a shared layout and off it: inside a bucket, on a
+    # bound, below the first, in the +Inf bucket and beyond
+    rates = [(0.1, 0.7, 0.7, 1.3, 2.9), (0.0, 0.3, 1.1, 1.9, 2.0), (0.7, 0.71, 0.9, 2.2, 5.0)]
+    layout = (0.003, 0.17, 0.5, 7.3, INF)
+    for copy in (False, True):
+        hists = tuple(hist(tuple(list(layout)) if copy and i else layout, r, NOW) for i, r in enumerate(rates))
+        for threshold in (0.0, 0.001, 0.003, 0.1, 0.17, 0.3333, 2.0, 7.3, 9.0):
+            assert within_each(hists, threshold) == [h.within(threshold) for h in hists], (copy, threshold)
 
 
 def test_utilisation() -> None:

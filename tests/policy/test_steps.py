@@ -173,6 +173,9 @@ def test_arrival_rate() -> None:
     assert arrival_rate(((0.0, 500.0), (30.0, 100.0)), ((30.0, 1.0),)) == 0.0  # never negative
     # docstring of mean_throughput: the arrivals' own denominator
     assert mean_throughput(thr) == pytest.approx(3.2) and mean_throughput(()) is None
+    # the mean given (the caller has it already): the same float; another mean is used as given
+    assert arrival_rate(load, thr, mean_throughput(thr)) == arrival_rate(load, thr)
+    assert arrival_rate(load, thr, 1.0) == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize(
