@@ -3,12 +3,18 @@ is its only input) on every evaluation scenario of the protocol, over the protoc
 against the published sweep of the same scenario (simulations/results/<scenario>.json).
 
     python simulations/tools/slo_defaults.py [--jobs N] [--scenario NAME ...]
+    python simulations/tools/slo_defaults.py --scenario-file PATH [--sweep FILE] [--out PREFIX]
 
 Writes simulations/results/slo-defaults.{json,md}. Per scenario: attainment and node GPU-hours
 (means, 95 % Student-t intervals over seeds); the lower bound's and the cheapest baseline's
 interpolated cost at the top attainment target; the two cost bars of the issue:
 `bound + 0.5 x (best baseline - bound)` and `1.25 x bound`. A bar is "met" only when the
 mean is within it; a scenario whose sweep is not published is named and left out.
+
+`--scenario-file` measures the same row on a scenario the project has never seen (a reviewer's
+trace, held out of every tuning): the lower bound is computed for it over the protocol's seeds
+(the sweep's own code, `experiment.bound_job`), the baselines' columns come from `--sweep FILE`
+(that scenario's `autoscaler simulate --sweep --output-file FILE`) and stay empty without it.
 """
 
 from __future__ import annotations
@@ -18,16 +24,21 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.executor import make_executor
 from autoscaler.policy import PolicyParams
+from autoscaler.sim.bound import attainment_grid, combine
 from autoscaler.sim.experiment import (
     REPO,
     Job,
     Outcome,
+    Protocol,
     Scenario,
+    bound_job,
     build,
     default_knob,
     load_protocol,
@@ -121,14 +132,44 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def unseen_doc(sc: Scenario, protocol: Protocol, jobs: int, sweep: Path | None) -> dict[str, Any]:
+    """What `row` reads of a published sweep, for a scenario with none: its lower bound at the
+    protocol's targets (computed here), and the baselines of `sweep` when given."""
+    if sweep is not None:
+        return cast(dict[str, Any], json.loads(sweep.read_text()))
+    with make_executor("local", jobs) as ex:
+        per_seed = [np.asarray(f.result()) for f in [ex.submit(bound_job, sc, s) for s in protocol.seeds]]
+    bound = combine(attainment_grid(), per_seed)
+    return {"slo": {"attainment_targets": list(protocol.targets)},
+            "lower_bound": {"cost_at": bound.cost_at(protocol.targets)}, "policies": {}}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--scenario", action="append", help="evaluation scenario names (default: the protocol's)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "slo-defaults")
+    ap.add_argument("--scenario-file", type=Path, action="append", default=[],
+                    help="a scenario YAML the project has never seen (bound computed here)")
+    ap.add_argument("--sweep", type=Path, default=None, help="with one --scenario-file: its sweep's JSON")
+    ap.add_argument("--out", type=Path, default=None, help="output prefix (default results/slo-defaults; "
+                    "with --scenario-file: build/slo-defaults-unseen)")
     args = ap.parse_args(argv)
     protocol = load_protocol()
     rows = []
+    if args.scenario_file:
+        try:
+            unseen = [Scenario.load(p) for p in args.scenario_file]
+        except (OSError, ValueError) as exc:
+            print(f"slo_defaults: {exc}", file=sys.stderr)
+            return 2
+        if args.sweep is not None and len(unseen) != 1:
+            print("slo_defaults: --sweep goes with exactly one --scenario-file", file=sys.stderr)
+            return 2
+        for sc in unseen:
+            rows.append(row(sc.name, run_defaults(sc, protocol.seeds, args.jobs),
+                            unseen_doc(sc, protocol, args.jobs, args.sweep)))
+            print(markdown(rows[-1:]).splitlines()[-1], file=sys.stderr)
+        return write(rows, args.out or REPO / "build" / "slo-defaults-unseen")
     for name in args.scenario or protocol.evaluation:
         published = RESULTS / f"{name}.json"
         if not published.exists():
@@ -137,9 +178,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sc = Scenario.load(SCENARIOS / f"{name}.yaml")
         rows.append(row(name, run_defaults(sc, protocol.seeds, args.jobs), json.loads(published.read_text())))
         print(markdown(rows[-1:]).splitlines()[-1], file=sys.stderr)
-    with atomic_path(args.out.with_suffix(".json")) as tmp:
-        Path(tmp).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    with atomic_path(args.out.with_suffix(".md")) as tmp:
+    return write(rows, args.out or RESULTS / "slo-defaults")
+
+
+def write(rows: Sequence[dict[str, Any]], out: Path) -> int:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out.with_suffix(".json")) as tmp:
+        Path(tmp).write_text(json.dumps({"rows": list(rows)}, indent=1) + "\n")
+    with atomic_path(out.with_suffix(".md")) as tmp:
         Path(tmp).write_text(markdown(rows))
     return 0
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
+import subprocess
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -109,3 +112,32 @@ def test_replace_policy_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.C
     assert _tool("replace_policy").main(["no-such-scenario"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no-such-scenario: no published sweep" in err
+
+
+def test_slo_defaults_on_a_scenario_never_seen(tmp_path: Path) -> None:
+    """A reviewer's scenario with no published sweep: the row is measured, the lower bound is
+    computed for it, the baselines' columns stay empty; a bad file is one line and exit 2. Run
+    as a user runs it (its workers import the tool by name)."""
+    repo = TOOLS.parents[1]
+    trace = repo / "simulations" / "data" / "traces" / "azure2023-conv.csv"
+    scenario = tmp_path / "unseen.yaml"
+    scenario.write_text(f"name: unseen\ntrace: {trace}\nstart: 600\nduration: 300\npeak_replicas: 4\n"
+                        "max_replicas: 20\nslo: {ttft_s: 2.0, tpot_s: 0.1}\n")
+    out = tmp_path / "rows"
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(repo)}
+        return subprocess.run([sys.executable, str(TOOLS / "slo_defaults.py"), *args], capture_output=True,
+                              text=True, env=env, cwd=repo, timeout=300)
+
+    done = tool("--scenario-file", str(scenario), "--jobs", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    [r] = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert r["scenario"] == "unseen" and r["seeds"] == [0, 1, 2] and r["best_baseline"] is None
+    assert 0.0 < r["lower_bound"] <= r["gpu_hours_nodes"]["mean"]  # a bound: never above a policy's cost
+    assert 0.0 <= r["slo_attainment"]["mean"] <= 1.0 and r["half_gap_bar"] is None
+    assert "| unseen |" in out.with_suffix(".md").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ntrace: t.csv\nknobs: {queue-lead: [1]}\n")
+    refused = tool("--scenario-file", str(bad))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
