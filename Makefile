@@ -29,8 +29,11 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# Tests run in one worker per core (pytest-xdist): most of their time is spent waiting on the
+# Prometheus and API servers they start. TEST_JOBS=0 runs them in this process.
+TEST_JOBS ?= auto
 test: venv prometheus lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_JOBS)
 
 # The decision log of a burst through the decision core (ours vs. HPA on the queue), then
 # 20 minutes of a real trace through the fleet simulator under several policies. Outputs go to

@@ -1,5 +1,7 @@
 """Shared fixtures: the Kubernetes-API test server and a real Prometheus with a vLLM exporter."""
 
+import pytest
+
 from tests.conftest_kube import kube_api_client, kube_client, kube_server, kube_sleeps, kubeconfig_path  # noqa: F401
 from tests.conftest_prometheus import (  # noqa: F401
     prometheus_binary,
@@ -7,3 +9,12 @@ from tests.conftest_prometheus import (  # noqa: F401
     prometheus_server,
     vllm_exporter,
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_size_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI wraps at `COLUMNS` when it is set (and never when piped without it); a test runner
+    may set it (pytest-xdist's workers get COLUMNS=80), so every test starts without it and the
+    tests about widths set it themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
