@@ -83,9 +83,10 @@ def test_without_cluster_options_the_cluster_is_not_read(config: Path) -> None:
     assert result.returncode == 0 and "cluster" not in json.loads(result.stdout)
 
 
-def test_an_unreadable_cluster_is_one_line_and_exit_1(config: Path, tmp_path: Path) -> None:
+def test_an_unusable_kubeconfig_is_one_line_and_exit_2(config: Path, tmp_path: Path) -> None:
+    """Bad input, as for `run`: exit 2 (a cluster that cannot be read is 1, below)."""
     result = run_cli("check-config", str(config), "--kubeconfig", str(tmp_path / "missing"))
-    assert result.returncode == 1 and result.stdout == ""
+    assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: cannot configure the Kubernetes client:")
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 

@@ -73,7 +73,7 @@ def check_config(ctx: click.Context, file: str, output: str, as_json: bool, kube
             cluster = cluster_targets(config, kubeconfig, context)
         except ClusterUnreadable as exc:
             click.echo(f"error: {exc}", err=True)
-            ctx.exit(1)
+            ctx.exit(EXIT_INVALID if exc.bad_input else 1)
     doc = effective_policies_json(config)
     if cluster is not None:
         doc["cluster"] = cluster

@@ -20,7 +20,12 @@ from autoscaler.config.annotations import BUILTIN, flatten, resolve
 
 
 class ClusterUnreadable(Exception):
-    """The cluster could not be read: one line."""
+    """The cluster could not be read: one line. `bad_input`: the kubeconfig or context itself is
+    unusable (exit 2, as `run` does), not the cluster (exit 1)."""
+
+    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 def cluster_targets(config: AutoscalerConfig, kubeconfig: str | None, context: str | None) -> list[dict[str, Any]]:
@@ -30,7 +35,8 @@ def cluster_targets(config: AutoscalerConfig, kubeconfig: str | None, context: s
     try:
         kube = KubeClient.from_environment(kubeconfig=kubeconfig, context=context, retry_attempts=2)
     except Exception as exc:  # the kubernetes client raises many types for bad configs
-        raise ClusterUnreadable(f"cannot configure the Kubernetes client: {' '.join(str(exc).split())}") from None
+        raise ClusterUnreadable(f"cannot configure the Kubernetes client: {' '.join(str(exc).split())}",
+                                bad_input=True) from None
     try:
         with kube:
             snapshot = kube.snapshot(config.namespaces_to_list())
