@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from autoscaler.sim import runner
 from autoscaler.sim.cluster import SCALE_DOWN_CHOICES, Cluster, Routing, ScaleDownChoice
 from autoscaler.sim.experiment import Scenario, build, prepared_for
+from autoscaler.sim.frontier import mean_ci
 
 
 def run(scenario: Path, policy: str, seed: int, choice: ScaleDownChoice, grace: float | None,
@@ -69,6 +70,14 @@ def run(scenario: Path, policy: str, seed: int, choice: ScaleDownChoice, grace: 
             "slo_attainment": result.slo_attainment, "requests": result.requests, "pairs": pairs}
 
 
+def _ci(values: list[float]) -> str:
+    if len(values) < 2:
+        return "-"
+    cell = mean_ci(values)
+    ci = cell["ci95"]
+    return f"{cell['mean']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" if isinstance(ci, list) else f"{cell['mean']:.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", type=Path)
@@ -91,6 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         slo = sum(r["slo_attainment"] * r["requests"] for r in mine) / max(1, sum(r["requests"] for r in mine))
         print(f"{choice:<11} {downs:>5} {pods:>5} {idle:>5} {flight:>9} {flight / max(pods, 1):>6.2f}"
               f" {flight / max(downs, 1):>6.2f} {killed:>6} {100 * slo:>7.2f}")
+    print("requests in flight per removed pod, mean over seeds with a 95 % interval; the difference "
+          "with the ReplicaSet's order is paired by seed (same slice, same start-up draws):")
+    base = {r["seed"]: r for r in rows if r["choice"] == "replicaset" and r["pods_removed"]}
+    for choice in SCALE_DOWN_CHOICES:
+        mine = {r["seed"]: r for r in rows if r["choice"] == choice and r["pods_removed"]}
+        per_seed = [r["in_flight"] / r["pods_removed"] for r in mine.values()]
+        diffs = [mine[s]["in_flight"] / mine[s]["pods_removed"] - base[s]["in_flight"] / base[s]["pods_removed"]
+                 for s in mine if s in base]
+        print(f"  {choice:<15} {_ci(per_seed)}   minus replicaset: {_ci(diffs)}")
     pairs = [pair for r in rows if r["choice"] == "replicaset" for pair in r.pop("pairs")]
     for r in rows:
         r.pop("pairs", None)

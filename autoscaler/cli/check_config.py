@@ -28,6 +28,7 @@ from autoscaler.config import (
     load_config_text,
     merge_policy,
 )
+from autoscaler.config.annotations import flatten
 from autoscaler.config.bounded import MAX_YAML_BYTES
 from autoscaler.policy.params import PolicyParams
 
@@ -118,16 +119,16 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
     controller = Table(title="controller", title_justify="left", show_header=False, box=None, pad_edge=False)
     controller.add_column("key", style="bold")
     controller.add_column("value", overflow="fold")
-    for key, value in _flatten(config.controller.model_dump()):
+    for key, value in flatten(config.controller.model_dump()).items():
         controller.add_row(key, format_value(value))
     console.print(controller)
 
-    builtin = dict(_flatten(PolicyParams().model_dump()))  # `slo` as rows slo.ttft_seconds, ...
-    defaults = dict(_flatten(merge_policy(PolicyParams().model_dump(), config.defaults.as_dict())))
+    builtin = flatten(PolicyParams().model_dump())  # `slo` as rows slo.ttft_seconds, ...
+    defaults = flatten(merge_policy(PolicyParams().model_dump(), config.defaults.as_dict()))
     pairs = list(config.effective_policies())
     shown = pairs[:MAX_TABLE_TARGETS]
     policy_of = {id(t): p for t, p in shown}
-    cell_width = {id(t): _cell_width(dict(_flatten(p.model_dump()))) for t, p in shown}
+    cell_width = {id(t): _cell_width(flatten(p.model_dump())) for t, p in shown}
     for chunk in _chunks([t for t, _ in shown], console.width, _cell_width(defaults), cell_width):
         table = Table(title="effective policy", title_justify="left", header_style="bold")
         # Values fold (a long capacity_profile name on a narrow console), keys never do.
@@ -136,7 +137,7 @@ def render(config: AutoscalerConfig, console: Console, *, source: str) -> None:
         for target in chunk:
             table.add_column(Text(f"{target.deployment}\n{target.namespace}"), justify="right", overflow="fold")
         # by identity: `t in chunk` compared models, n^2
-        policies = [dict(_flatten(policy_of[id(t)].model_dump())) for t in chunk]
+        policies = [flatten(policy_of[id(t)].model_dump()) for t in chunk]
         for key, default in builtin.items():
             row = [_cell(defaults[key], default, _DEFAULTS_CHANGED)]
             row += [_cell(p[key], defaults[key], _TARGET_CHANGED) for p in policies]
@@ -172,7 +173,7 @@ def _chunks(
 ) -> Iterable[list[TargetConfig]]:
     """Consecutive groups of targets whose columns fit `width` next to the key and defaults
     columns (a column is as wide as its header or its widest value: `capacity_profile` is a name)."""
-    key_width = max(len(k) for k, _ in _flatten(PolicyParams().model_dump())) + 3
+    key_width = max(len(k) for k in flatten(PolicyParams().model_dump())) + 3
     room = max(width - key_width - max(defaults_width, 8) - 4, 14)
     chunk: list[TargetConfig] = []
     used = 0
@@ -186,11 +187,4 @@ def _chunks(
     if chunk:
         yield chunk
 
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
-    for key, value in data.items():
-        if isinstance(value, dict):
-            yield from _flatten(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
