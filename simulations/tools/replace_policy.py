@@ -9,19 +9,27 @@ simulations/results/SCENARIO.json and rewrites its .md and .png from the documen
 policies' entries are left as published: use this only when their code did not change (a test
 pins the baselines' results, tests/sim/test_slo_signals.py). `meta.replaced` records which
 policy was re-run and when; `make experiments` reruns everything.
+
+The protocol file may have changed since the published sweep only where it does not define the
+experiment: its `tuning` list (traces queue-lead's defaults may be tuned on) and comments. The
+published sweep's protocol is found in the file's git history by its sha256 and compared field by
+field; any other difference refuses. `meta.replaced.protocol_sha256` records the file the re-run read.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.plot import plot_frontier
@@ -42,12 +50,50 @@ def rerun(scenario: str, policy: str, jobs: int) -> dict[str, Any]:
         return doc
 
 
-def replace_entry(published: dict[str, Any], fresh: dict[str, Any], policy: str) -> dict[str, Any]:
+PROTOCOL = "simulations/preregistered.yaml"
+NOT_THE_EXPERIMENT = ("tuning",)
+"""Protocol keys that do not change an evaluation run (which traces defaults may be tuned on)."""
+
+
+def protocol_texts_in_history(path: str = PROTOCOL) -> dict[str, str]:
+    """Every committed version of the protocol file, by the sha256 of its bytes (git history)."""
+    revs = subprocess.run(["git", "log", "--format=%H", "--", path], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout.split()
+    out: dict[str, str] = {}
+    for rev in revs:
+        blob = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, capture_output=True).stdout
+        out.setdefault(hashlib.sha256(blob).hexdigest(), blob.decode())
+    return out
+
+
+def same_experiment(published_sha: str, fresh_sha: str, texts: dict[str, str]) -> bool:
+    """Whether two protocol versions define the same evaluation: equal after dropping the keys of
+    NOT_THE_EXPERIMENT (comments never count: YAML drops them). Unknown versions are not the same."""
+    if published_sha == fresh_sha:
+        return True
+    if published_sha not in texts or fresh_sha not in texts:
+        return False
+
+    def experiment(sha: str) -> Any:
+        raw = yaml.safe_load(texts[sha])
+        return {k: v for k, v in raw.items() if k not in NOT_THE_EXPERIMENT} if isinstance(raw, dict) else raw
+
+    return bool(experiment(published_sha) == experiment(fresh_sha))
+
+
+def replace_entry(published: dict[str, Any], fresh: dict[str, Any], policy: str,
+                  protocol_texts: Callable[[], dict[str, str]] = protocol_texts_in_history) -> dict[str, Any]:
     """`published` with `fresh`'s entry of `policy`; refuses when the two runs do not share their
     protocol, SLO and lower bound (they would not be one experiment)."""
     # A sweep of one policy is marked exploratory by the CLI; it is the published experiment's
-    # when the protocol (file hash, seeds), the SLO, the bound and the policy's grid are the same.
-    for key in ("protocol", "slo", "lower_bound"):
+    # when the protocol (seeds, grids, scenarios: the file up to its tuning list), the SLO, the
+    # bound and the policy's grid are the same.
+    pub_p, fresh_p = published["protocol"], fresh["protocol"]
+    pub_sha, fresh_sha = pub_p.get("sha256", ""), fresh_p.get("sha256", "")
+    same_runs = {**pub_p, "sha256": None} == {**fresh_p, "sha256": None}  # path, seeds, grid points
+    if not same_runs or not (pub_sha == fresh_sha or same_experiment(pub_sha, fresh_sha, protocol_texts())):
+        raise ValueError("protocol differs from the published sweep; rerun make experiments")
+    for key in ("slo", "lower_bound"):
         if published[key] != fresh[key]:
             raise ValueError(f"{key} differs from the published sweep; rerun make experiments")
     if published["policies"][policy]["grid"] != fresh["policies"][policy]["grid"]:
@@ -55,7 +101,8 @@ def replace_entry(published: dict[str, Any], fresh: dict[str, Any], policy: str)
     doc = dict(published)
     doc["policies"] = {name: (fresh["policies"][policy] if name == policy else entry)
                        for name, entry in published["policies"].items()}
-    doc["meta"] = {**published["meta"], "replaced": {"policy": policy, "at": time.strftime("%Y-%m-%d")}}
+    doc["meta"] = {**published["meta"], "replaced": {"policy": policy, "at": time.strftime("%Y-%m-%d"),
+                                                      "protocol_sha256": fresh_p.get("sha256")}}
     return doc
 
 

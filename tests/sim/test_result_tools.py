@@ -108,6 +108,40 @@ def test_replace_policy_swaps_one_entry_and_refuses_another_experiment() -> None
         tool.replace_entry(base, {**fresh, "policies": {"queue-lead": {"grid": [2.0]}}}, "queue-lead")
 
 
+def test_replace_policy_accepts_a_protocol_changed_only_in_its_tuning_list() -> None:
+    tool = _tool("replace_policy")
+    v1 = "protocol: 2\nseeds: [0, 1, 2]\ntuning:\n  - {trace: a, start: 0}\npolicies: {q: {grid: [1, 2]}}\n"
+    v2 = "# amended\nprotocol: 2\nseeds: [0, 1, 2]\ntuning:\n  - {trace: a, start: 0}\n  - {trace: b, start: 9}\npolicies: {q: {grid: [1, 2]}}\n"
+    v3 = v2.replace("[1, 2]", "[1, 3]")  # a grid changed: another experiment
+    texts = {"s1": v1, "s2": v2, "s3": v3}
+    assert tool.same_experiment("s1", "s2", texts) and not tool.same_experiment("s1", "s3", texts)
+    assert not tool.same_experiment("s1", "unknown", texts)
+    base = {"protocol": {"sha256": "s1", "seeds": [0]}, "slo": {}, "lower_bound": {}, "meta": {},
+            "policies": {"queue-lead": {"grid": [1.0], "cost_at": 5.0}}}
+    fresh = {**base, "protocol": {"sha256": "s2", "seeds": [0]}, "policies": {"queue-lead": {"grid": [1.0], "cost_at": 4.0}}}
+    doc = tool.replace_entry(base, fresh, "queue-lead", lambda: texts)
+    assert doc["protocol"]["sha256"] == "s1" and doc["meta"]["replaced"]["protocol_sha256"] == "s2"
+    assert doc["policies"]["queue-lead"]["cost_at"] == 4.0
+    with pytest.raises(ValueError, match="protocol differs"):
+        tool.replace_entry(base, {**fresh, "protocol": {"sha256": "s3", "seeds": [0]}}, "queue-lead", lambda: texts)
+    with pytest.raises(ValueError, match="protocol differs"):  # other seeds, same file
+        tool.replace_entry(base, {**fresh, "protocol": {"sha256": "s1", "seeds": [0, 1]}}, "queue-lead", lambda: texts)
+
+
+def test_every_published_sweep_read_a_committed_protocol() -> None:
+    # replace_policy finds the published sweep's protocol in the file's git history by its sha256:
+    # every published sweep must name a version that was committed.
+    repo = Path(__file__).resolve().parents[2]
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=repo, capture_output=True, text=True)
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("needs the repository's full git history (not a shallow or exported copy)")
+    texts = _tool("replace_policy").protocol_texts_in_history()
+    results = repo / "simulations" / "results"
+    shas = {json.loads(f.read_text())["protocol"]["sha256"] for f in results.glob("*.json")
+            if "protocol" in json.loads(f.read_text())}
+    assert shas and shas <= set(texts), shas - set(texts)
+
+
 def test_replace_policy_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert _tool("replace_policy").main(["no-such-scenario"]) == 2
     err = capsys.readouterr().err
