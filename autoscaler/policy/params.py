@@ -86,7 +86,8 @@ class PolicyParams(BaseModel):
 
     capacity_learning_max_step_ratio: float = Field(
         1.1, ge=1.0, le=2.0,
-        description="The learned capacity moves by at most this factor per tick (toward the observed load); 1 = never learn.",
+        description="The learned capacity moves by at most this factor per tick (toward the observed load), except that a "
+                    "load carried within the SLO with no queue is taken at once; 1 = never learn.",
     )
     capacity_learning_min_requests_per_second: float = Field(
         1.0, ge=0.0, le=1e6,

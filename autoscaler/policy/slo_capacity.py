@@ -17,7 +17,10 @@ bounds need no merging rule and are not dropped.
 disagree, by at most `capacity_learning_max_step_ratio` per tick, and only from a histogram
 with enough requests and a fleet whose data is whole:
 
-* SLO met while u > 1: the replica carries more than we thought: grow both toward the load.
+* SLO met while u > 1: the replica carries more than we thought: grow both to the load at once
+  when no pod queues (the load was carried within the SLO: evidence, not a guess; a cold start
+  that is too low otherwise orders replicas for minutes before it is corrected), by the step
+  when pods queue (the window may not count the queued requests yet).
 * SLO met with slack (latency at the target quantile within half the bound) at u >= 0.5:
   probe up by 0.2 % a tick. Without this, a cold start that is too low would never be corrected:
   the fleet is sized to keep u < 1, so "met at u > 1" would never be seen.
@@ -251,7 +254,8 @@ def learn_capacity(
     known one met it within half its bound; `queued` whether pods queue.
 
     Worked example, capacity (15,000, 3,000), step 1.1:
-    met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0: grow by min(2.0, 1.1): (16,500, 3,300).
+    met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0, no queue: the replica carried that load within
+    the SLO, so grow by u at once: (30,000, 6,000); if pods queue: by min(2.0, 1.1): (16,500, 3,300).
     met at (9,000, 900), u = 0.9, with slack: probe 1.002: (15,030, 3,006); without: no change.
     TTFT broken at (9,000, 900): the prompt share 0.6 over the room decode leaves, 1 - 0.3,
     is 0.857, bounded to 1 / 1.1 = 0.909: Cp 13,636, Cg as it is (with step 1.2: 12,857).
@@ -266,7 +270,9 @@ def learn_capacity(
     u = utilisation(load, capacity)
     if ttft_met is not False and tpot_met is not False:
         if u > 1.0:
-            factor = min(u, max_step_ratio)
+            # carried within the SLO with no queue: the capacity is at least this load, at once
+            # (a queue may hold requests the window has not counted yet: then by the step)
+            factor = u if not queued and max_step_ratio > 1.0 else min(u, max_step_ratio)
         elif slack and u >= LOW_LOAD_UTILISATION:
             factor = min(PROBE_STEP_RATIO, max_step_ratio)
         else:

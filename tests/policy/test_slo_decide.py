@@ -66,16 +66,32 @@ def test_slo_broken_below_capacity_shrinks_it_and_scales_up() -> None:
     assert SloState.from_dict(state.slo.to_dict()) == state.slo  # what the controller persists
 
 
-def test_slo_met_above_capacity_grows_it() -> None:
-    # 2 pods at 18,000 prompt and 2,400 generated tokens/s: u = 1.2 + 0.8 = 2.0 with the SLO met:
-    # both grow by the step, 1.1: (16,500, 3,300); u = 1.09 + 0.73 = 1.82; SLO replicas
-    # 2 x 1.82 x 1.418 = 5.16 -> 6 (+4 pods allowed per 15 s)
+def test_slo_met_above_capacity_grows_it_to_the_load_at_once() -> None:
+    # 2 pods at 18,000 prompt and 2,400 generated tokens/s: u = 1.2 + 0.8 = 2.0 with the SLO met
+    # and no queue: the replicas carried that load within the SLO, so the capacity is at least
+    # the load: both x u = 2, (30,000, 6,000), at once (not 1.1 a tick, which ordered 5.16 -> 6
+    # replicas on a capacity the same tick had disproved); u = 0.6 + 0.4 = 1; SLO replicas
+    # 2 x 1 x 1.418 = 2.84 -> 3
     ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT) for i in range(2))
     d, state = run(obs(2, ready, free_gpus=8))
-    assert (d.desired_replicas, d.reason) == (6, Reason.SCALE_UP_SLO)
+    assert (d.desired_replicas, d.reason) == (3, Reason.SCALE_UP_SLO)
+    assert (d.values.capacity_prompt_tokens_per_second, d.values.capacity_generation_tokens_per_second) == (
+        pytest.approx(30_000.0), pytest.approx(6_000.0))
+    assert d.values.slo_utilisation == pytest.approx(1.0)
+    assert d.values.slo_replicas == pytest.approx(2 * COLD_HEADROOM)
+    # the next tick starts from the learned capacity: met with slack at u = 1: the probe, x1.002
+    d2, _ = decide(H100, obs(2, ready, free_gpus=8), state, NOW + 15)
+    assert d2.values.capacity_prompt_tokens_per_second == pytest.approx(30_060.0)
+
+
+def test_slo_met_above_capacity_with_a_queue_grows_by_the_step() -> None:
+    # the same load, but the pods queue (2 waiting each): the window may not count the queued
+    # requests yet, so the capacity grows by the step only: (16,500, 3,300)
+    ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT, waiting=2.0) for i in range(2))
+    d, state = run(obs(2, ready, free_gpus=8))
+    assert d.desired_replicas > 2
     assert (d.values.capacity_prompt_tokens_per_second, d.values.capacity_generation_tokens_per_second) == (
         pytest.approx(16_500.0), pytest.approx(3_300.0))
-    # the next tick starts from the learned capacity: (18,150, 3,630)
     d2, _ = decide(H100, obs(2, ready, free_gpus=8), state, NOW + 15)
     assert d2.values.capacity_prompt_tokens_per_second == pytest.approx(18_150.0)
 

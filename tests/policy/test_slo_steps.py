@@ -188,7 +188,8 @@ def test_utilisation() -> None:
     ("load", "ttft_met", "tpot_met", "slack", "queued", "expected", "infeasible"),
     [
         # docstring rows, capacity (15,000, 3,000), step 1.1
-        ((18_000.0, 2_400.0), True, True, False, False, (16_500.0, 3_300.0), False),  # met, u 2.0: x1.1
+        ((18_000.0, 2_400.0), True, True, False, False, (30_000.0, 6_000.0), False),  # met, u 2.0: to the load
+        ((18_000.0, 2_400.0), True, True, False, True, (16_500.0, 3_300.0), False),  # ...queued: x1.1
         ((9_000.0, 900.0), True, True, True, False, (15_030.0, 3_006.0), False),  # met with slack: probe
         ((9_000.0, 900.0), True, True, False, False, H100, False),  # met, no slack, u < 1: as it is
         ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False),  # TTFT: Cp, bounded
@@ -215,6 +216,8 @@ def test_learn_capacity_probes_from_half_load_and_never_with_step_one() -> None:
     grown, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1)  # u = 0.3 + 0.2 = 0.5
     assert grown == pytest.approx((15_030.0, 3_006.0))
     still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0)  # step 1 = never learn
+    assert still == H100
+    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, False, True, 1.0)  # queued too
     assert still == H100
 
 
