@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from autoscaler.policy.demand import (
     Demand,
     arrival_rate,
-    mean_throughput,
     compute_demand,
     fleet_throughput,
+    mean_throughput,
     whole_replicas,
 )
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
@@ -77,7 +77,11 @@ def size(
                       state.arrival_history)
     demand, loads, throughputs = read_demand(policy, health, ready, state, now)
     demand_replicas = demand.replicas
-    slo = assess_slo(policy, health.healthy, ready - len(health.warming), health.all_healthy, demand, state.slo, now)
+    series = observation.slo_series  # the pods' SLO series summed, when it sums these pods and all are healthy
+    if series is not None and (series.pods is not observation.ready_pods or not health.all_healthy):
+        series = None
+    slo = assess_slo(policy, health.healthy, ready - len(health.warming), health.all_healthy, demand, state.slo, now,
+                     series)
     asked = max(demand_replicas, slo.base_replicas) if slo is not None else demand_replicas
     to_add = max(0, whole_replicas(asked) - (ready + in_flight))
     lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))

@@ -39,16 +39,23 @@ can never lower the replicas (`partial`), and nothing is learned.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from dataclasses import dataclass
-from math import inf, isfinite
+from math import inf
 from operator import lt
 
 from autoscaler.policy.capacity_table import cold_start_capacity
 from autoscaler.policy.demand import Demand
 from autoscaler.policy.headroom import demand_units, headroom_ratio, track_headroom
 from autoscaler.policy.params import PolicyParams, SloParams
-from autoscaler.policy.types import LatencyHistogram, ReadyPod, SloState, fast_init
+from autoscaler.policy.slo_series import histogram_sum, rates_ok
+from autoscaler.policy.types import (
+    HistogramSum,
+    LatencyHistogram,
+    ReadyPod,
+    SloSeries,
+    SloState,
+    fast_init,
+)
 
 LOW_LOAD_UTILISATION = 0.5  # broken below this: infeasible at low load, not a capacity estimate
 SLACK_RATIO = 0.5  # met with slack: the target quantile's latency within this share of the bound
@@ -62,12 +69,13 @@ class SloReading:
 
     prompt_tokens_per_second: float | None
     generation_tokens_per_second: float | None
-    ttft: tuple[LatencyHistogram, ...]  # the usable ones, one a pod
-    tpot: tuple[LatencyHistogram, ...]
+    ttft: tuple[HistogramSum, ...]  # the usable histograms, one sum a bucket layout (usually one)
+    tpot: tuple[HistogramSum, ...]
     ttft_count: float  # requests/s the usable TTFT histograms count
     tpot_count: float
     served: int  # the pods the fleet rates stand for
     partial: bool  # some SLO series present but unusable, or token rates missing on some pods
+    ttft_pods: int  # the pods whose TTFT histograms are usable
 
 
 @fast_init
@@ -105,8 +113,8 @@ def usable_histograms(
     hists: list[LatencyHistogram], now: float, stale: float
 ) -> tuple[tuple[LatencyHistogram, ...], float, bool]:
     """(the histograms whose `health` is FRESH, the requests/s they count, whether some was
-    not), checked the fast way: lengths equal, fresh, the last bound +Inf, rates from >= 0 to
-    finite (their sum is: no NaN inside) and never decreasing (sorted), bounds strictly
+    not), checked the fast way: lengths equal, fresh, the last bound +Inf, the rates `rates_ok`
+    (from >= 0 to finite, never decreasing: the check `sum_slo_series` makes), bounds strictly
     ascending (checked once for bounds seen before).
 
     Worked example, now 1000, stale after 60: rates (1, 3, 4) at 990 and (2, 2, 2) at 995, both
@@ -120,7 +128,7 @@ def usable_histograms(
         bounds, rates = h.upper_bounds, h.cumulative_per_second
         if (
             len(rates) == len(bounds) > 0 and now - h.timestamp <= stale and bounds[-1] == inf
-            and 0.0 <= rates[0] and isfinite(sum(rates)) and list(rates) == sorted(rates)
+            and rates_ok(rates)
             and (bounds is ascending or bounds == ascending or all(map(lt, bounds, bounds[1:])))
         ):
             good.append(h)
@@ -129,13 +137,22 @@ def usable_histograms(
     return tuple(good), count, len(good) < len(hists)
 
 
-def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float) -> SloReading | None:
-    """The SLO series of the healthy pods; None when none of them has any.
+def read_slo(
+    healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float, series: SloSeries | None = None
+) -> SloReading | None:
+    """The SLO series of the healthy pods; None when none of them has any. `series`: those
+    pods' series summed where the observation was built (`slo_series`), given only when every
+    ready pod is healthy: read as it is when its oldest sample is fresh (the same reading as
+    the pods give, to the last bit), else the pods are read.
 
     Worked example: 2 healthy pods of 3 served, with fresh prompt rates 1,000 and 2,000 and
     generation rates 300 and 500 tokens/s: 3,000 x 3 / 2 = 4,500 prompt and 1,200 generated
     tokens/s; no histogram: none usable, not partial.
     """
+    if series is not None and now - series.oldest <= stale:
+        summed = series.ttft, series.tpot
+        return SloReading(series.prompt_tokens_per_second, series.generation_tokens_per_second, summed[:1], summed[1:],
+                          summed[0].count_per_second, summed[1].count_per_second, served, False, len(summed[0].rows))
     prompt = generation = 0.0
     rated = 0
     ttfts: list[LatencyHistogram] = []
@@ -161,9 +178,23 @@ def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: floa
     tpot_ok, tpot_count, tpot_bad = usable_histograms(tpots, now, stale)
     scale = served / rated if rated else 0.0
     return SloReading(
-        prompt * scale if rated else None, generation * scale if rated else None, ttft_ok, tpot_ok,
-        ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
+        prompt * scale if rated else None, generation * scale if rated else None, by_layout(ttft_ok),
+        by_layout(tpot_ok), ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
+        len(ttft_ok),
     )
+
+
+def by_layout(hists: tuple[LatencyHistogram, ...]) -> tuple[HistogramSum, ...]:
+    """The histograms as one `HistogramSum` a bucket layout, in the order the layouts first come
+    (pods of one layout: the very sum `sum_slo_series` makes, to the last bit).
+
+    Worked example: (1, 3, 4) and (2, 2, 2) on (1, 2, +Inf): one sum of 2 rows counting 6; with
+    (1, 4, +Inf) as the second's bounds: two sums of one row each.
+    """
+    layouts: dict[tuple[float, ...], list[tuple[float, ...]]] = {}
+    for h in hists:
+        layouts.setdefault(h.upper_bounds, []).append(h.cumulative_per_second)
+    return tuple(histogram_sum(bounds, rows) for bounds, rows in layouts.items())
 
 
 def ttft_bound(slo: SloParams, mean_prompt_tokens: float | None) -> float:
@@ -188,45 +219,26 @@ def mean_prompt_tokens(reading: SloReading) -> float | None:
     p, count = reading.prompt_tokens_per_second, reading.ttft_count
     if p is None or count <= 0:
         return None
-    return (p / reading.served) / (count / len(reading.ttft))
+    return (p / reading.served) / (count / reading.ttft_pods)
 
 
 def attainment(
-    hists: tuple[LatencyHistogram, ...], count: float, bound: float, min_requests_per_second: float
+    hists: tuple[HistogramSum, ...], count: float, bound: float, min_requests_per_second: float
 ) -> float | None:
-    """The fleet's share of requests within `bound`: the pods' requests within it over their
-    requests (`count`, requests/s); None without a histogram or with fewer than
+    """The fleet's share of requests within `bound`: the pods' requests within it (each
+    layout's summed buckets interpolated once, `HistogramSum.within`) over their requests
+    (`count`, requests/s); None without a histogram or with fewer than
     `min_requests_per_second` requests (too few to trust a share).
 
-    Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10) on one pod and (1, 2, 4) on the
-    other (bounds (1, 4, +Inf)): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a
-    minimum of 20 requests/s: None.
+    Worked example: rates (6, 9, 10) on bounds (1, 2.5, +Inf) and (1, 2, 4) on bounds
+    (1, 4, +Inf): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a minimum of 20
+    requests/s: None.
     """
     if not hists or count < max(min_requests_per_second, 1e-12):
         return None
-    return sum(within_each(hists, bound)) / count
-
-
-def within_each(hists: tuple[LatencyHistogram, ...], threshold: float) -> list[float]:
-    """Each histogram's `within(threshold)`, in order, to the last bit: the bucket is looked up
-    once when every histogram has the very same bounds tuple (the adapter gives pods of one
-    layout one tuple) and the threshold falls inside a finite bucket; else each looks itself.
-
-    Worked example: bounds (1, 2.5, +Inf) shared by rates (6, 9, 10) and (1, 2, 4): within 2 s,
-    6 + 3 x 1 / 1.5 = 8 and 1 + 1 x 1 / 1.5 = 1.67; with bounds (1, 4, +Inf) on the second: 8
-    and 1.33, each by `within`.
-    """
-    layout = hists[0].upper_bounds
-    i = bisect_right(layout, threshold)
-    if 0 < i < len(layout) and layout[i] != inf:
-        lower = layout[i - 1]
-        span, width = threshold - lower, layout[i] - lower
-        # the terms of `within`, in its order of operations (so the very same float)
-        out = [r[i - 1] + (r[i] - r[i - 1]) * span / width
-               for h in hists if h.upper_bounds is layout for r in (h.cumulative_per_second,)]
-        if len(out) == len(hists):
-            return out
-    return [h.within(threshold) for h in hists]
+    if len(hists) == 1:
+        return hists[0].within(bound) / count
+    return sum([h.within(bound) for h in hists]) / count
 
 
 def utilisation(load: tuple[float, float], capacity: tuple[float, float]) -> float:
@@ -361,6 +373,7 @@ def assess_slo(
     demand: Demand,
     state: SloState,
     now: float,
+    series: SloSeries | None = None,
 ) -> SloSignal | None:
     """The SLO signal before the headroom (`add_headroom` follows once the lead time is known);
     None when no healthy pod has any SLO series. Learns only when every ready pod is healthy
@@ -370,7 +383,7 @@ def assess_slo(
     (15,000, 3,000), no histogram, no arrival estimate: one replica uses 0.2 + 0.25 = 0.45;
     replicas 6,000 / 15,000 + 1,500 / 3,000 = 0.9 before the headroom; nothing learned.
     """
-    reading = read_slo(healthy, served, now, policy.stale_after_seconds)
+    reading = read_slo(healthy, served, now, policy.stale_after_seconds, series)
     if reading is None:
         return None
     cold = cold_start_capacity(
