@@ -52,6 +52,7 @@ from autoscaler.policy.types import (
     HistogramSum,
     LatencyHistogram,
     ReadyPod,
+    SloReading,
     SloSeries,
     SloState,
     fast_init,
@@ -64,27 +65,12 @@ PROBE_STEP_RATIO = 1.002  # per tick, while met with slack
 
 @fast_init
 @dataclass(frozen=True)
-class SloReading:
-    """What the pods say this tick (fleet rates over the served pods; None where unknown)."""
-
-    prompt_tokens_per_second: float | None
-    generation_tokens_per_second: float | None
-    ttft: tuple[HistogramSum, ...]  # the usable histograms, one sum a bucket layout (usually one)
-    tpot: tuple[HistogramSum, ...]
-    ttft_count: float  # requests/s the usable TTFT histograms count
-    tpot_count: float
-    served: int  # the pods the fleet rates stand for
-    partial: bool  # some SLO series present but unusable, or token rates missing on some pods
-    ttft_pods: int  # the pods whose TTFT histograms are usable
-
-
-@fast_init
-@dataclass(frozen=True)
 class SloSignal:
-    """The SLO step's outcome, for sizing, the decision values and the next state."""
+    """The SLO step's outcome before the headroom, for sizing, the decision values and the
+    next state: the one record the step builds (the headroom, which needs the lead time this
+    sizes, is applied by `sizing` with `add_headroom`)."""
 
-    replicas: float  # headroom included; 0 when the token rates are unknown
-    base_replicas: float  # without headroom
+    base_replicas: float  # without headroom; 0 when the token rates are unknown
     prompt_tokens_per_second: float | None  # served, fleet
     generation_tokens_per_second: float | None
     capacity: tuple[float, float]  # (Cp, Cg) of one replica, after this tick's learning
@@ -94,19 +80,9 @@ class SloSignal:
     tpot_attainment: float | None
     utilisation: float | None
     infeasible_at_low_load: bool
-    headroom_ratio: float
     partial: bool
     demand_units: float  # token demand in cold-start replicas (the headroom's reading)
-    state: SloState
-
-    def with_headroom(self, ratio: float, state: SloState) -> SloSignal:
-        """This signal with the headroom applied (`dataclasses.replace`, faster)."""
-        s = self
-        return SloSignal(
-            s.base_replicas * ratio, s.base_replicas, s.prompt_tokens_per_second, s.generation_tokens_per_second,
-            s.capacity, s.capacity_learned, s.ttft_bound_seconds, s.ttft_attainment, s.tpot_attainment,
-            s.utilisation, s.infeasible_at_low_load, ratio, s.partial, s.demand_units, state,
-        )
+    state: SloState  # after this tick's learning, before the headroom's reading
 
 
 def usable_histograms(
@@ -141,18 +117,16 @@ def read_slo(
     healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float, series: SloSeries | None = None
 ) -> SloReading | None:
     """The SLO series of the healthy pods; None when none of them has any. `series`: those
-    pods' series summed where the observation was built (`slo_series`), given only when every
-    ready pod is healthy: read as it is when its oldest sample is fresh (the same reading as
-    the pods give, to the last bit), else the pods are read.
+    pods' series read where the observation was built (`slo_series`), given only when every
+    ready pod is healthy (so all are served): its reading is taken as it is when its oldest
+    sample is fresh (the same reading as the pods give, to the last bit), else the pods are read.
 
     Worked example: 2 healthy pods of 3 served, with fresh prompt rates 1,000 and 2,000 and
     generation rates 300 and 500 tokens/s: 3,000 x 3 / 2 = 4,500 prompt and 1,200 generated
     tokens/s; no histogram: none usable, not partial.
     """
     if series is not None and now - series.oldest <= stale:
-        summed = series.ttft, series.tpot
-        return SloReading(series.prompt_tokens_per_second, series.generation_tokens_per_second, summed[:1], summed[1:],
-                          summed[0].count_per_second, summed[1].count_per_second, served, False, len(summed[0].rows))
+        return series.reading
     prompt = generation = 0.0
     rated = 0
     ttfts: list[LatencyHistogram] = []
@@ -234,7 +208,7 @@ def attainment(
     (1, 4, +Inf): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a minimum of 20
     requests/s: None.
     """
-    if not hists or count < max(min_requests_per_second, 1e-12):
+    if not hists or count < min_requests_per_second or count < 1e-12:
         return None
     if len(hists) == 1:
         return hists[0].within(bound) / count
@@ -397,8 +371,8 @@ def assess_slo(
     a_tpot = attainment(reading.tpot, reading.tpot_count, slo.tpot_seconds, minimum)
     p, g = reading.prompt_tokens_per_second, reading.generation_tokens_per_second
     if p is None or g is None:
-        return SloSignal(0.0, 0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
-                         bound, a_ttft, a_tpot, None, False, 1.0, True, 0.0, state)
+        return SloSignal(0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
+                         bound, a_ttft, a_tpot, None, False, True, 0.0, state)
     load = (p / served, g / served)
     infeasible = False
     if all_healthy and not reading.partial:
@@ -410,8 +384,8 @@ def assess_slo(
             state = state.learned(capacity)
     scale = demand_scale(demand, policy.forecast_max_growth_ratio)
     base = utilisation((p * scale, g * scale), capacity)
-    return SloSignal(base, base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
-                     a_ttft, a_tpot, utilisation(load, capacity), infeasible, 1.0, reading.partial,
+    return SloSignal(base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
+                     a_ttft, a_tpot, utilisation(load, capacity), infeasible, reading.partial,
                      demand_units(p * scale, g * scale, cold), state)
 
 
@@ -446,15 +420,14 @@ def judge(
     return ttft_met, tpot_met, slack
 
 
-def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> SloSignal:
-    """The SLO replicas with the headroom of the lead time (`headroom`), and its readings kept.
-    Without token rates: as it is.
+def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> tuple[float, SloState]:
+    """(the headroom ratio for the lead time (`headroom`), the state with its reading kept):
+    the SLO replicas are `base_replicas` x the ratio. Without token rates: (1, the state).
 
     Worked example: base 0.9 replicas, headroom state of 50 samples with mean 0.05 and
     variance 0.01, target 0.99: ratio 1.327, replicas 1.19.
     """
     if signal.prompt_tokens_per_second is None:
-        return signal
+        return 1.0, signal.state
     state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
-    ratio = headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio)
-    return signal.with_headroom(ratio, state)
+    return headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio), state

@@ -17,7 +17,7 @@ from __future__ import annotations
 from math import inf, isfinite
 from operator import lt
 
-from autoscaler.policy.types import HistogramSum, ReadyPod, SloSeries
+from autoscaler.policy.types import HistogramSum, ReadyPod, SloReading, SloSeries
 
 
 def rates_ok(rates: tuple[float, ...]) -> bool:
@@ -44,7 +44,8 @@ def sum_slo_series(pods: tuple[ReadyPod, ...]) -> SloSeries | None:
 
     Worked example: 2 pods, prompt 1,000 and 2,000, generation 300 and 500 tokens/s, TTFT
     rates (1, 3, 4) at 990 and (2, 2, 2) at 995 on bounds (1, 2, +Inf), TPOT likewise: 3,000
-    and 800 tokens/s, TTFT rows ((1, 3, 4), (2, 2, 2)) counting 6 requests/s, oldest 990. The
+    and 800 tokens/s, TTFT rows ((1, 3, 4), (2, 2, 2)) counting 6 requests/s, 2 pods served,
+    oldest 990. The
     second pod's TTFT (3, 2, 4): None.
     """
     if not pods or pods[0].ttft is None or pods[0].tpot is None:
@@ -78,8 +79,10 @@ def sum_slo_series(pods: tuple[ReadyPod, ...]) -> SloSeries | None:
         tpots.append(rb)
     if not isfinite(stamps):  # a NaN or infinite time anywhere (`min` would skip a NaN)
         return None
-    return SloSeries(pods, prompt, generation, histogram_sum(ttft_layout, ttfts), histogram_sum(tpot_layout, tpots),
-                     oldest)
+    ttft, tpot = histogram_sum(ttft_layout, ttfts), histogram_sum(tpot_layout, tpots)
+    n = len(pods)
+    reading = SloReading(prompt, generation, (ttft,), (tpot,), ttft.count_per_second, tpot.count_per_second, n, False, n)
+    return SloSeries(pods, reading, oldest)
 
 
 def histogram_sum(bounds: tuple[float, ...], rows: list[tuple[float, ...]]) -> HistogramSum:

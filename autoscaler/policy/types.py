@@ -246,16 +246,41 @@ class HistogramSum:
     def within(self, threshold: float) -> float:
         """`within` of the summed rows: the two buckets around the threshold summed, then
         interpolated."""
-        bounds, rows = self.upper_bounds, self.rows
+        bounds = self.upper_bounds
         i = bisect_right(bounds, threshold)  # the first bound above the threshold
         if i == len(bounds):
             return self.count_per_second
-        lower_bound, lower_rate = (bounds[i - 1], sum([r[i - 1] for r in rows])) if i else (0.0, 0.0)
+        lower_rate = rate = 0.0
+        if i:
+            j = i - 1
+            for r in self.rows:  # the two buckets summed in row order (a plain loop: no list made)
+                lower_rate += r[j]
+                rate += r[i]
+        else:
+            for r in self.rows:
+                rate += r[i]
         bound = bounds[i]
         if bound == math.inf:
             return lower_rate
-        rate = sum([r[i] for r in rows])
+        lower_bound = bounds[i - 1] if i else 0.0
         return lower_rate + (rate - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
+
+
+@fast_init
+@dataclass(frozen=True)
+class SloReading:
+    """What the pods' SLO series say this tick (fleet rates over the served pods; None where
+    unknown): `slo_capacity.read_slo`, or `slo_series.sum_slo_series` where the observation is built."""
+
+    prompt_tokens_per_second: float | None
+    generation_tokens_per_second: float | None
+    ttft: tuple[HistogramSum, ...]  # the usable histograms, one sum a bucket layout (usually one)
+    tpot: tuple[HistogramSum, ...]
+    ttft_count: float  # requests/s the usable TTFT histograms count
+    tpot_count: float
+    served: int  # the pods the fleet rates stand for
+    partial: bool  # some SLO series present but unusable, or token rates missing on some pods
+    ttft_pods: int  # the pods whose TTFT histograms are usable
 
 
 @dataclass(frozen=True)
@@ -265,20 +290,17 @@ class SloSeries:
     TPOT histograms, all well formed (finite, >= 0, buckets never decreasing, one bucket layout
     a family); else there is none and `decide()` reads the pods one by one.
 
-    Freshness depends on the tick, so only the oldest sample time is kept: `decide()` uses this
-    summary when every ready pod is healthy and the oldest is fresh, else the pods (where a
-    stale or unusable series makes the data partial).
+    Freshness depends on the tick, so only the oldest sample time is kept: `decide()` takes the
+    reading when every ready pod is healthy and the oldest is fresh, else reads the pods (where
+    a stale or unusable series makes the data partial).
 
     Worked example: pods with prompt rates 1,000 and 2,000 tokens/s and TTFT buckets (1, 3, 4)
     and (2, 2, 2) on bounds (1, 2, +Inf), sampled at 990 and 995: 3,000 prompt tokens/s, TTFT
-    rows ((1, 3, 4), (2, 2, 2)) counting 6 requests/s, oldest 990.
+    rows ((1, 3, 4), (2, 2, 2)) counting 6 requests/s over 2 served pods, oldest 990.
     """
 
     pods: tuple[ReadyPod, ...] = field(repr=False, compare=False)  # the very tuple it reads
-    prompt_tokens_per_second: float  # the pods' rates summed, in pod order
-    generation_tokens_per_second: float
-    ttft: HistogramSum
-    tpot: HistogramSum
+    reading: SloReading  # as `read_slo` reads these pods when all are healthy and fresh
     oldest: float  # the oldest sample time among the pods' token rates and histograms
 
 

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from autoscaler.policy import MetricSample, Observation, PolicyParams, PolicyState, decide
+from autoscaler.policy.slo_capacity import read_slo
 from autoscaler.policy.slo_series import histogram_sum, layout_ok, rates_ok, sum_slo_series
 from autoscaler.policy.types import ReadyPod
 
@@ -30,8 +31,12 @@ def test_sum_slo_series_docstring() -> None:
     pods = two_pods()
     s = sum_slo_series(pods)
     assert s is not None and s.pods is pods
-    assert (s.prompt_tokens_per_second, s.generation_tokens_per_second, s.oldest) == (3_000.0, 800.0, 990.0)
-    assert (s.ttft.rows, s.ttft.count_per_second) == (((1.0, 3.0, 4.0), (2.0, 2.0, 2.0)), 6.0)
+    r = s.reading
+    assert (r.prompt_tokens_per_second, r.generation_tokens_per_second, s.oldest) == (3_000.0, 800.0, 990.0)
+    assert (r.ttft[0].rows, r.ttft_count, r.served, r.ttft_pods, r.partial) == (
+        ((1.0, 3.0, 4.0), (2.0, 2.0, 2.0)), 6.0, 2, 2, False)
+    # the very reading `read_slo` makes of these pods
+    assert read_slo(pods, 2, NOW, 60.0) == r
     assert sum_slo_series(two_pods((3.0, 2.0, 4.0))) is None  # docstring: a decreasing bucket
 
 

@@ -300,11 +300,16 @@ def test_add_headroom_docstring_example() -> None:
                      growth_variance=0.01, growth_samples=50, growth_updated_at=NOW - 10)
     s = assess_slo(p, pods, 2, True, demand(), state, NOW)
     assert s is not None
-    out = add_headroom(s, p, 300.0, NOW)  # the newest reading is 10 s < 300 / 16 old: no new one
-    assert out.headroom_ratio == pytest.approx(math.exp(0.05 + normal_quantile(0.99) * 0.1))
-    assert out.headroom_ratio == pytest.approx(1.327, abs=1e-3)
-    assert out.replicas == pytest.approx(0.9 * out.headroom_ratio)
-    assert out.state is s.state
+    ratio, out = add_headroom(s, p, 300.0, NOW)  # the newest reading is 10 s < 300 / 16 old: no new one
+    assert ratio == pytest.approx(math.exp(0.05 + normal_quantile(0.99) * 0.1))
+    assert ratio == pytest.approx(1.327, abs=1e-3)
+    assert s.base_replicas * ratio == pytest.approx(1.19, abs=1e-2)
+    assert out is s.state
+    # without token rates: no headroom, the state as it is
+    bare = assess_slo(p, (slo_pod("a", NOW, None, None, ttft=hist((1.0, INF), (1.0, 1.0), NOW)),), 1, True,
+                      demand(), state, NOW)
+    assert bare is not None and bare.prompt_tokens_per_second is None
+    assert add_headroom(bare, p, 300.0, NOW) == (1.0, bare.state)
 
 
 # --- headroom ------------------------------------------------------------------------------------
@@ -391,10 +396,9 @@ def test_bound_signal(forecast: float, slo: float, expected: str) -> None:
     signal = None
     if slo:
         p = PolicyParams()
-        s = assess_slo(p, (slo_pod("a", NOW, 1.0, 1.0),), 1, True, d, SloState(), NOW)
-        assert s is not None
-        signal = s.with_headroom(slo / s.base_replicas, s.state)
-    sizing = Sizing(d, Forecast(0.0, 0.0, forecast), 4.0, 300.0, (), (), (), signal, None)
+        signal = assess_slo(p, (slo_pod("a", NOW, 1.0, 1.0),), 1, True, d, SloState(), NOW)
+        assert signal is not None
+    sizing = Sizing(d, Forecast(0.0, 0.0, forecast), 4.0, 300.0, (), (), (), signal, None, slo)
     assert bound_signal(sizing) == expected
     assert bound_signal(Sizing(None, None, 0.0, 300.0, (), (), ())) == "none"  # docstring: no demand
 

@@ -658,9 +658,8 @@ def test_wait_for_capacity_in_flight_reads_the_slo_without_headroom(slo_base: fl
     flight = assess_in_flight(
         tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(7)), LEAD, 2000.0
     )
-    slo = SloSignal(14.0, slo_base, 1.0, 1.0, (1.0, 1.0), False, 2.0, None, None, None, False, 1.75, False, 1.0,
-                    SloState())
-    with_slo = dataclasses.replace(sizing(5.0), slo=slo)
+    slo = SloSignal(slo_base, 1.0, 1.0, (1.0, 1.0), False, 2.0, None, None, None, False, False, 1.0, SloState())
+    with_slo = dataclasses.replace(sizing(5.0), slo=slo, slo_replicas=14.0, slo_headroom_ratio=1.75)
     assert wait_for_capacity_in_flight(Recommendation(15), with_slo, 9, 9, flight, P) == expected
 
 
