@@ -227,6 +227,7 @@ class PodInFlight:
     startup: PodStartup
 
 
+@fast_init
 @dataclass(frozen=True)
 class HistogramSum:
     """Latency histograms of one bucket layout, one row of cumulative rates a pod, read as their
@@ -283,6 +284,7 @@ class SloReading:
     ttft_pods: int  # the pods whose TTFT histograms are usable
 
 
+@fast_init
 @dataclass(frozen=True)
 class SloSeries:
     """The SLO series of one observation's ready pods, read once where the observation is built
