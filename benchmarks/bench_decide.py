@@ -1,6 +1,6 @@
 """decide() alone: CPU per call, no Prometheus, no Kubernetes, seconds to run.
 
-    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF]
+    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF] [--json PATH]
 
 The fleet of `bench_scale.py` (issue 6) without the servers around it: `--targets` targets of
 `--pods` ready pods each, every one with its startup times and all four series, and each
@@ -30,7 +30,8 @@ value the same, floats to 12 significant digits (summing the pods' buckets befor
 interpolating moves a share in its last bits); how many are the same to the last bit is
 printed too.
 
-Prints a table; writes nothing (`bench_scale.py` keeps the issue-6 figure).
+Prints a table; `--json PATH` also writes its figures (ms, best of `--rounds`) to PATH
+(`benchmarks/results/decide-slo-pods*.json`; `bench_scale.py` keeps the issue-6 figure).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -206,6 +208,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--slo", action="store_true", help="pods also carry token rates and TTFT/TPOT histograms")
     ap.add_argument("--against", metavar="REF", help="also time autoscaler/policy of this git revision")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
     args = ap.parse_args()
 
     import autoscaler.policy as tree
@@ -254,6 +257,16 @@ def main() -> int:
                 line += (f"   work tree / {name}: decide() {best[w] / s:.3f}, decide()+builder"
                          f" {(best[w] + built[w]) / (s + b):.3f}, build + decide {ticked[w] / t:.3f}")
             print(line)
+    if args.json:
+        figures = {
+            "targets": args.targets, "pods_per_target": args.pods, "slo_series": args.slo, "rounds": args.rounds,
+            "against": args.against, "same_decisions": status == 0, "budget_ms": 50.0,
+            "ms": {f"{name} {load}": {"decide": round(best[name, load] * 1000, 1),
+                                      "builder_alone": round(built[name, load] * 1000, 1),
+                                      "build_and_decide": round(ticked[name, load] * 1000, 1)}
+                   for name in cores for load in LOADS},
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     if tmp is not None:
         tmp.cleanup()
     return status
