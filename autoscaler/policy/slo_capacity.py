@@ -6,12 +6,15 @@ from the shipped table (`capacity_table`) and is learned online.
 
 **Reading** (`read_slo`). From the healthy pods (step 1): fleet token rates, the healthy pods
 with fresh rates standing in for the served ones (as the demand step does); their usable TTFT
-and TPOT histograms. The attainments (`attainment`) are the fleet's shares of requests within
-the TTFT bound (`ttft_bound`: length-aware when configured) and within the TPOT bound: each
-pod's requests within the bound (interpolated inside its own buckets, as `histogram_quantile`
-does) summed, over the pods' requests summed. With shared bucket bounds this is exactly the
-share of the merged histogram (the interpolation is linear in the rates); pods with other
-bounds need no merging rule and are not dropped.
+and TPOT histograms, one `HistogramSum` a bucket layout (`by_layout`). The attainments
+(`attainment`) are the fleet's shares of requests within the TTFT bound (`ttft_bound`:
+length-aware when configured) and within the TPOT bound: the pods' buckets around the bound
+summed and interpolated once (as `histogram_quantile` does), over the pods' requests summed.
+The interpolation is linear in the rates, so this is each pod interpolated in its own buckets
+and added up, to float rounding; pods with other bounds are a sum of their own, not dropped.
+When every ready pod has all the SLO series, well formed, they are read once where the
+observation is built (`slo_series.sum_slo_series`): that reading is taken as it is when every
+ready pod is healthy and its oldest sample fresh; otherwise the pods are read here.
 
 **Learning** (`learn_capacity`): the estimate moves only when prediction and observation
 disagree, by at most `capacity_learning_max_step_ratio` per tick, and only from a histogram
