@@ -9,9 +9,20 @@ import math
 
 import pytest
 
-from autoscaler.policy import MetricSample, Observation, PolicyParams, PolicyState, decide
+from autoscaler.policy import (
+    MetricSample,
+    Observation,
+    PolicyParams,
+    PolicyState,
+    decide,
+)
 from autoscaler.policy.slo_capacity import read_slo
-from autoscaler.policy.slo_series import histogram_sum, layout_ok, rates_ok, sum_slo_series
+from autoscaler.policy.slo_series import (
+    histogram_sum,
+    layout_ok,
+    rates_ok,
+    sum_slo_series,
+)
 from autoscaler.policy.types import ReadyPod
 
 from .builders import hist, slo_pod
@@ -64,7 +75,8 @@ def test_sum_slo_series_edges() -> None:
     first_bad = (dataclasses.replace(two_pods()[0], ttft=hist((2.0, 1.0, INF), (1.0, 3.0, 4.0), 990.0)),)
     assert sum_slo_series(first_bad) is None  # the first pod's layout is checked too
     copy = two_pods()[1]
-    equal_layout = dataclasses.replace(copy, ttft=hist(tuple(list(LE)), (2.0, 2.0, 2.0), 995.0))
+    equal_layout = dataclasses.replace(copy, ttft=hist((1.0, 2.0, INF), (2.0, 2.0, 2.0), 995.0))  # equal, not the same tuple
+    assert equal_layout.ttft is not None and equal_layout.ttft.upper_bounds is not LE
     assert sum_slo_series((two_pods()[0], equal_layout)) is not None  # equal bounds, other tuple
 
 
