@@ -1,6 +1,6 @@
 """decide() alone: CPU per call, no Prometheus, no Kubernetes, seconds to run.
 
-    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF]
+    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF] [--json PATH]
 
 The fleet of `bench_scale.py` (issue 6) without the servers around it: `--targets` targets of
 `--pods` ready pods each, every one with its startup times and all four series, and each
@@ -14,13 +14,24 @@ decide() for every target, CPU time by `time.process_time`, best of `--rounds`, 
 
 `--slo` gives every pod the SLO series too (issue 15): prompt and generation token rates and
 TTFT and TPOT histograms of 20 buckets (a reference older than the SLO step ignores them).
+Where the core has `slo_series.sum_slo_series`, each observation carries the pods' SLO series
+summed, as the observation builders make it; that is work moved out of `decide()`, so it is
+timed too, two ways (best of `--rounds` each): alone (`sum_slo_series` over every target's
+pods, after the others: data out of the caches), and as the live loop runs it, per target the
+`Observation` built (with the summary where the core has it) and decided at once ("build +
+decide"; both cores build their `Observation`, so the difference is the builder's added cost
+and decide()'s).
 
 `--against REF` also times the decision core of git revision REF (`git archive` of
 autoscaler/policy into a temporary package; the work tree and the index are left alone),
 interleaved round by round with the work tree's so that both see the same machine noise, and
-checks that both give the same decisions and states for every job (exit 1 if not).
+checks that both give the same decisions and states for every job (exit 1 if not): every
+value the same, floats to 12 significant digits (summing the pods' buckets before
+interpolating moves a share in its last bits); how many are the same to the last bit is
+printed too.
 
-Prints a table; writes nothing (`bench_scale.py` keeps the issue-6 figure).
+Prints a table; `--json PATH` also writes its figures (ms, best of `--rounds`) to PATH
+(`benchmarks/results/decide-slo-pods*.json`; `bench_scale.py` keeps the issue-6 figure).
 """
 
 from __future__ import annotations
@@ -28,6 +39,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +100,14 @@ def slo_series(p: ModuleType, done: float, at: float) -> dict[str, Any]:
     }
 
 
+def summer(p: ModuleType) -> Any:
+    """The core's `sum_slo_series`, or None for a core without it."""
+    try:
+        return importlib.import_module(p.__name__ + ".slo_series").sum_slo_series
+    except ImportError:
+        return None
+
+
 def observation(p: ModuleType, load: str, target: int, pods: int, now: float, slo: bool = False) -> Any:
     if load == "steady":
         waiting, running, kv, done = 0.0, 4.0, 0.5, 1.0
@@ -105,7 +126,10 @@ def observation(p: ModuleType, load: str, target: int, pods: int, now: float, sl
         )
         for j in range(pods)
     )
-    return p.Observation(spec_replicas=pods, ready_pods=ready, free_gpus=10)
+    summed = summer(p)
+    if summed is None:
+        return p.Observation(spec_replicas=pods, ready_pods=ready, free_gpus=10)
+    return p.Observation(spec_replicas=pods, ready_pods=ready, free_gpus=10, slo_series=summed(ready))
 
 
 def jobs(p: ModuleType, load: str, targets: int, pods: int, now: float, slo: bool = False) -> list[tuple[Any, Any, Any]]:
@@ -129,16 +153,52 @@ def cpu_seconds(p: ModuleType, work: list[tuple[Any, Any, Any]], now: float) -> 
     return time.process_time() - started
 
 
-def same_results(a: ModuleType, b: ModuleType, work_a: list[Any], work_b: list[Any], now: float) -> bool:
+def tick_seconds(p: ModuleType, work: list[tuple[Any, Any, Any]], now: float) -> float:
+    """CPU of the live loop's order: per target the `Observation` built of its pods (the SLO
+    series summed where the core sums them) and decided at once."""
+    decide, observation_type, summed = p.decide, p.Observation, summer(p)
+    started = time.process_time()
+    if summed is None:
+        for policy, obs, state in work:
+            decide(policy, observation_type(obs.spec_replicas, obs.ready_pods, free_gpus=10), state, now)
+    else:
+        for policy, obs, state in work:
+            pods = obs.ready_pods
+            o = observation_type(obs.spec_replicas, pods, free_gpus=10, slo_series=summed(pods))
+            decide(policy, o, state, now)
+    return time.process_time() - started
+
+
+def builder_seconds(p: ModuleType, work: list[tuple[Any, Any, Any]]) -> float:
+    """CPU of the builder's added work: the pods' SLO series summed, for every target."""
+    summed = summer(p)
+    if summed is None:
+        return 0.0
+    started = time.process_time()
+    for _, obs, _ in work:
+        summed(obs.ready_pods)
+    return time.process_time() - started
+
+
+FLOAT = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")
+
+
+def same_results(a: ModuleType, b: ModuleType, work_a: list[Any], work_b: list[Any], now: float) -> tuple[int, int]:
+    """(jobs with the same decision and state to the last bit, to 12 significant digits)."""
     def text(x: Any, name: str) -> str:
         return repr(x).replace(name, "P")
 
+    def rounded(t: str) -> str:
+        return FLOAT.sub(lambda m: f"{float(m.group()):.12g}", t)
+
+    exact = close = 0
     for (pa, oa, sa), (pb, ob, sb) in zip(work_a, work_b, strict=True):
         da, na = a.decide(pa, oa, sa, now)
         db, nb = b.decide(pb, ob, sb, now)
-        if text((da, na), a.__name__) != text((db, nb), b.__name__):
-            return False
-    return True
+        ta, tb = text((da, na), a.__name__), text((db, nb), b.__name__)
+        exact += ta == tb
+        close += rounded(ta) == rounded(tb)
+    return exact, close
 
 
 def main() -> int:
@@ -148,6 +208,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--slo", action="store_true", help="pods also carry token rates and TTFT/TPOT histograms")
     ap.add_argument("--against", metavar="REF", help="also time autoscaler/policy of this git revision")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
     args = ap.parse_args()
 
     import autoscaler.policy as tree
@@ -164,26 +225,48 @@ def main() -> int:
     if args.against:
         for load in LOADS:
             ref, cur = cores[args.against], tree
-            if not same_results(ref, cur, work[args.against, load], work["work tree", load], now):
+            exact, close = same_results(ref, cur, work[args.against, load], work["work tree", load], now)
+            print(f"same decisions and states ({load}): {close} of {args.targets} to 12 digits, {exact} to the last bit")
+            if close != args.targets:
                 print(f"DIFFERENT RESULTS ({load}): {args.against} and the work tree disagree", file=sys.stderr)
                 status = 1
 
     best: dict[tuple[str, str], float] = {}
+    built: dict[tuple[str, str], float] = {}
+    ticked: dict[tuple[str, str], float] = {}
     for _ in range(args.rounds):
         for name, p in cores.items():
             for load in LOADS:
                 s = cpu_seconds(p, work[name, load], now)
                 best[name, load] = min(best.get((name, load), s), s)
+                b = builder_seconds(p, work[name, load]) if args.slo else 0.0
+                built[name, load] = min(built.get((name, load), b), b)
+                t = tick_seconds(p, work[name, load], now)
+                ticked[name, load] = min(ticked.get((name, load), t), t)
 
     slo = " with the SLO series" if args.slo else ""
     print(f"decide() CPU, best of {args.rounds}: {args.targets} targets x {args.pods} ready pods{slo}")
+    print("  load    core           decide()  us/call  builder alone  decide()+builder  build + decide")
     for load in LOADS:
         for name in cores:
-            s = best[name, load]
-            line = f"  {load:7s} {name:12s} {s * 1000:8.1f} ms all targets  {s * 1e6 / args.targets:6.1f} us/call"
+            s, b, t = best[name, load], built[name, load], ticked[name, load]
+            line = (f"  {load:7s} {name:12s} {s * 1000:6.1f} ms  {s * 1e6 / args.targets:6.1f}  "
+                    f"{b * 1000:10.1f} ms  {(s + b) * 1000:13.1f} ms  {t * 1000:11.1f} ms")
             if name != "work tree":
-                line += f"   work tree / {name} = {best['work tree', load] / s:.3f}"
+                w = ("work tree", load)
+                line += (f"   work tree / {name}: decide() {best[w] / s:.3f}, decide()+builder"
+                         f" {(best[w] + built[w]) / (s + b):.3f}, build + decide {ticked[w] / t:.3f}")
             print(line)
+    if args.json:
+        figures = {
+            "targets": args.targets, "pods_per_target": args.pods, "slo_series": args.slo, "rounds": args.rounds,
+            "against": args.against, "same_decisions": status == 0, "budget_ms": 50.0,
+            "ms": {f"{name} {load}": {"decide": round(best[name, load] * 1000, 1),
+                                      "builder_alone": round(built[name, load] * 1000, 1),
+                                      "build_and_decide": round(ticked[name, load] * 1000, 1)}
+                   for name in cores for load in LOADS},
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     if tmp is not None:
         tmp.cleanup()
     return status

@@ -76,3 +76,22 @@ def test_ready_pods_get_the_slo_signals() -> None:
     assert a.generation_tokens_per_second == MetricSample(5730.0, NOW)
     assert (a.ttft, a.tpot, a.queue_time) == (hist, hist, None)
     assert (b.prompt_tokens_per_second, b.generation_tokens_per_second, b.ttft, b.tpot, b.queue_time) == (None,) * 5
+
+
+def test_the_pods_slo_series_are_read_once_where_the_observation_is_built() -> None:
+    """Both ready pods with all four SLO series: one summary, the very reading `read_slo` makes
+    of them; one pod without: none (decide() then reads the pods one by one)."""
+    from autoscaler.policy.slo_capacity import read_slo
+    from autoscaler.policy.types import LatencyHistogram
+
+    snap, dep = snapshot()
+    hist = LatencyHistogram((0.5, math.inf), (2.0, 4.0), NOW)
+    s = MetricSample(1.0, NOW)
+    m = PodMetrics(waiting=s, running=s, kv_cache_usage=s, kv_metric_name="vllm:kv_cache_usage_perc",
+                   prompt_tokens_per_second=MetricSample(888.0, NOW), generation_tokens_per_second=MetricSample(57.0, NOW),
+                   ttft=hist, tpot=hist, queue_time=None)
+    obs = build_observation(snap, dep, {("llm", "qwen-a"): m, ("llm", "qwen-b"): m})
+    assert obs.slo_series is not None and obs.slo_series.pods is obs.ready_pods
+    assert obs.slo_series.reading == read_slo(obs.ready_pods, 2, NOW, 60.0)
+    assert obs.slo_series.reading.prompt_tokens_per_second == 1776.0
+    assert build_observation(snap, dep, {("llm", "qwen-a"): m}).slo_series is None

@@ -18,6 +18,7 @@ from autoscaler.policy import (
     PodStartup,
     ReadyPod,
 )
+from autoscaler.policy.slo_series import sum_slo_series
 from autoscaler.policy.types import LatencyHistogram
 
 
@@ -65,7 +66,7 @@ def view_observation(view: ClusterView) -> Observation:
     """What the live loop would observe of this view (autoscaler/controller/observe.py): per ready pod its
     scraped gauges with their sample time, the token rates and latency histograms of the SLO
     signals (the histograms carry their own sample time), the pods in flight with stage and
-    timestamps, the free GPUs. queue-lead's `decide()` and the HPA model
+    timestamps, the free GPUs, the pods' SLO series summed (`sum_slo_series`). queue-lead's `decide()` and the HPA model
     (`autoscaler.baselines.hpa`) read it."""
     ready = []
     for p in view.ready:
@@ -84,5 +85,6 @@ def view_observation(view: ClusterView) -> Observation:
             ttft=p.ttft, tpot=p.tpot, queue_time=p.queue_time,
         ))
     flight = tuple(PodInFlight(f.name, f.stage, PodStartup(f.created, f.scheduled)) for f in view.in_flight)
-    return Observation(spec_replicas=view.spec_replicas, ready_pods=tuple(ready), pods_in_flight=flight,
-                       free_gpus=view.free_gpus)
+    pods = tuple(ready)
+    return Observation(spec_replicas=view.spec_replicas, ready_pods=pods, pods_in_flight=flight,
+                       free_gpus=view.free_gpus, slo_series=sum_slo_series(pods))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from autoscaler.adapters.kubernetes.objects import ClusterSnapshot, DeploymentInfo
 from autoscaler.adapters.prometheus import PodMetrics
+from autoscaler.policy.slo_series import sum_slo_series
 from autoscaler.policy.types import Observation, PodInFlight, PodStartup, ReadyPod
 
 
@@ -39,7 +40,8 @@ def build_observation(
     metrics: Mapping[tuple[str, str], PodMetrics] | None,
 ) -> Observation:
     """The observation of one target. `metrics` None means Prometheus could not be read: every
-    ready pod is then absent, which holds."""
+    ready pod is then absent, which holds. The ready pods' SLO series are summed here, once
+    (`sum_slo_series`), for `decide()` to read one histogram a family."""
     ready: list[ReadyPod] = []
     in_flight: list[PodInFlight] = []
     for pod in snapshot.pods_of(deployment):
@@ -52,10 +54,12 @@ def build_observation(
         stage = pod.stage()
         if stage is not None:
             in_flight.append(PodInFlight(name=pod.name, stage=stage, startup=pod.startup()))
+    pods = tuple(sorted(ready, key=lambda p: p.name))
     return Observation(
         spec_replicas=deployment.spec_replicas,
-        ready_pods=tuple(sorted(ready, key=lambda p: p.name)),
+        ready_pods=pods,
         pods_in_flight=tuple(sorted(in_flight, key=lambda p: p.name)),
         free_gpus=snapshot.free_gpus_for(deployment) if snapshot.nodes else None,
         rollout_in_progress=deployment.rollout_in_progress,
+        slo_series=sum_slo_series(pods),
     )

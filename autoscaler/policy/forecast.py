@@ -47,12 +47,18 @@ def trend(history: tuple[tuple[float, float], ...]) -> float:
     n = len(history)
     if n < 2:
         return 0.0
-    mean_t = sum([t for t, _ in history]) / n
-    mean_y = sum([y for _, y in history]) / n
-    var_t = sum([(t - mean_t) ** 2 for t, _ in history])
+    sum_t = sum_y = 0.0
+    for t, y in history:  # two passes in plain loops (the sums as `sum` adds them: the same floats)
+        sum_t += t
+        sum_y += y
+    mean_t, mean_y = sum_t / n, sum_y / n
+    var_t = covariance = 0.0
+    for t, y in history:
+        var_t += (t - mean_t) ** 2
+        covariance += (t - mean_t) * (y - mean_y)
     if var_t <= 0:
         return 0.0
-    return sum([(t - mean_t) * (y - mean_y) for t, y in history]) / var_t
+    return covariance / var_t
 
 
 def forecast(

@@ -50,15 +50,8 @@ def sample_health(sample: MetricSample | None, now: float, stale_after_seconds: 
 
 
 def pod_health(pod: ReadyPod, now: float, stale_after_seconds: float) -> SampleHealth:
-    """The worst health among the pod's three samples (NAN, then ABSENT, then STALE)."""
-    w, r, k = pod.waiting, pod.running, pod.kv_cache_usage
-    if (  # the usual pod, in one go: all three present, finite and >= 0 (0 <= x < inf), fresh
-        w is not None and r is not None and k is not None
-        and 0.0 <= w.value < inf and now - w.timestamp <= stale_after_seconds
-        and 0.0 <= r.value < inf and now - r.timestamp <= stale_after_seconds
-        and 0.0 <= k.value < inf and now - k.timestamp <= stale_after_seconds
-    ):
-        return SampleHealth.FRESH
+    """The worst health among the pod's three samples (NAN, then ABSENT, then STALE).
+    (`assess_health` tells the usual, fresh pod in one go before calling this.)"""
     worst = 3  # index into _WORST_FIRST; 3 = fresh
     for s in (pod.waiting, pod.running, pod.kv_cache_usage):
         if s is None:
@@ -92,6 +85,15 @@ def assess_health(pods: tuple[ReadyPod, ...], now: float, stale_after_seconds: f
     unhealthy: dict[str, SampleHealth] = {}
     warming: list[str] = []
     for pod in pods:
+        w, r, k = pod.waiting, pod.running, pod.kv_cache_usage
+        if (  # the usual pod, in one go: all three present, finite and >= 0 (0 <= x < inf), fresh
+            w is not None and r is not None and k is not None
+            and 0.0 <= w.value < inf and now - w.timestamp <= stale_after_seconds
+            and 0.0 <= r.value < inf and now - r.timestamp <= stale_after_seconds
+            and 0.0 <= k.value < inf and now - k.timestamp <= stale_after_seconds
+        ):
+            healthy.append(pod)
+            continue
         health = pod_health(pod, now, stale_after_seconds)
         if health is SampleHealth.FRESH:
             healthy.append(pod)

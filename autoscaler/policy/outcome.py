@@ -157,7 +157,7 @@ def decision_values(
         "stabilized": stab.replicas,
         "scale_down_window_seconds": stab.down_window_seconds,
     }
-    values.update(_slo_values(slo, policy) if slo is not None else _NO_SLO_VALUES)
+    values.update(_slo_values(slo, sizing, policy) if slo is not None else _NO_SLO_VALUES)
     values["bound_signal"] = bound_signal(sizing)
     return DecisionValues.from_fields(values)
 
@@ -170,7 +170,7 @@ _NO_SLO_VALUES = {f: DecisionValues.__dataclass_fields__[f].default for f in (
 )}  # DecisionValues' defaults without an SLO signal
 
 
-def _slo_values(slo: SloSignal, policy: PolicyParams) -> dict[str, Any]:
+def _slo_values(slo: SloSignal, sizing: Sizing, policy: PolicyParams) -> dict[str, Any]:
     """The SLO step's values (`_NO_SLO_VALUES` without an SLO signal), in field order."""
     return {
         "slo_ttft_seconds": slo.ttft_bound_seconds,
@@ -185,6 +185,6 @@ def _slo_values(slo: SloSignal, policy: PolicyParams) -> dict[str, Any]:
         "capacity_learned": slo.capacity_learned,
         "slo_utilisation": slo.utilisation,
         "slo_infeasible_at_low_load": slo.infeasible_at_low_load,
-        "headroom_ratio": slo.headroom_ratio,
-        "slo_replicas": slo.replicas,
+        "headroom_ratio": sizing.slo_headroom_ratio,
+        "slo_replicas": sizing.slo_replicas,
     }

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from autoscaler.policy.demand import (
     Demand,
     arrival_rate,
-    mean_throughput,
     compute_demand,
     fleet_throughput,
+    mean_throughput,
     whole_replicas,
 )
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
@@ -46,10 +46,8 @@ class Sizing:
     arrival_history: Entries[float]
     slo: SloSignal | None = None  # None: no SLO series (or no demand)
     slo_state: SloState | None = None  # the SLO step's state for the next tick; None = unchanged
-
-    @property
-    def slo_replicas(self) -> float:
-        return self.slo.replicas if self.slo is not None else 0.0
+    slo_replicas: float = 0.0  # the SLO signal's replicas with the headroom; 0 without one
+    slo_headroom_ratio: float = 1.0
 
 
 def size(
@@ -77,12 +75,15 @@ def size(
                       state.arrival_history)
     demand, loads, throughputs = read_demand(policy, health, ready, state, now)
     demand_replicas = demand.replicas
-    slo = assess_slo(policy, health.healthy, ready - len(health.warming), health.all_healthy, demand, state.slo, now)
+    series = observation.slo_series  # the pods' SLO series summed, when it sums these pods and all are healthy
+    if series is not None and (series.pods is not observation.ready_pods or not health.all_healthy):
+        series = None
+    slo = assess_slo(policy, health.healthy, ready - len(health.warming), health.all_healthy, demand, state.slo, now,
+                     series)
     asked = max(demand_replicas, slo.base_replicas) if slo is not None else demand_replicas
     to_add = max(0, whole_replicas(asked) - (ready + in_flight))
     lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
-    if slo is not None:
-        slo = add_headroom(slo, policy, lead_seconds, now)
+    ratio, slo_state = add_headroom(slo, policy, lead_seconds, now) if slo is not None else (1.0, None)
     arrivals = state.arrival_history
     if demand.arrivals_per_second is not None:
         arrivals = update_load_history(arrivals, now, demand.arrivals_per_second, policy.forecast_window_seconds)
@@ -90,8 +91,8 @@ def size(
         fc = forecast(arrivals, demand.arrivals_per_second, demand_replicas, lead_seconds, policy)
     else:
         fc = forecast(loads, demand.load, demand_replicas, lead_seconds, policy)
-    return Sizing(demand, fc, demand_replicas, lead_seconds, loads, throughputs, arrivals, slo,
-                  slo.state if slo is not None else None)
+    return Sizing(demand, fc, demand_replicas, lead_seconds, loads, throughputs, arrivals, slo, slo_state,
+                  slo.base_replicas * ratio if slo is not None else 0.0, ratio)
 
 
 def read_demand(

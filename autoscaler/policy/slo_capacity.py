@@ -6,12 +6,15 @@ from the shipped table (`capacity_table`) and is learned online.
 
 **Reading** (`read_slo`). From the healthy pods (step 1): fleet token rates, the healthy pods
 with fresh rates standing in for the served ones (as the demand step does); their usable TTFT
-and TPOT histograms. The attainments (`attainment`) are the fleet's shares of requests within
-the TTFT bound (`ttft_bound`: length-aware when configured) and within the TPOT bound: each
-pod's requests within the bound (interpolated inside its own buckets, as `histogram_quantile`
-does) summed, over the pods' requests summed. With shared bucket bounds this is exactly the
-share of the merged histogram (the interpolation is linear in the rates); pods with other
-bounds need no merging rule and are not dropped.
+and TPOT histograms, one `HistogramSum` a bucket layout (`by_layout`). The attainments
+(`attainment`) are the fleet's shares of requests within the TTFT bound (`ttft_bound`:
+length-aware when configured) and within the TPOT bound: the pods' buckets around the bound
+summed and interpolated once (as `histogram_quantile` does), over the pods' requests summed.
+The interpolation is linear in the rates, so this is each pod interpolated in its own buckets
+and added up, to float rounding; pods with other bounds are a sum of their own, not dropped.
+When every ready pod has all the SLO series, well formed, they are read once where the
+observation is built (`slo_series.sum_slo_series`): that reading is taken as it is when every
+ready pod is healthy and its oldest sample fresh; otherwise the pods are read here.
 
 **Learning** (`learn_capacity`): the estimate moves only when prediction and observation
 disagree, by at most `capacity_learning_max_step_ratio` per tick, and only from a histogram
@@ -42,16 +45,24 @@ can never lower the replicas (`partial`), and nothing is learned.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from dataclasses import dataclass
-from math import inf, isfinite
+from math import inf
 from operator import lt
 
 from autoscaler.policy.capacity_table import cold_start_capacity
 from autoscaler.policy.demand import Demand
 from autoscaler.policy.headroom import demand_units, headroom_ratio, track_headroom
 from autoscaler.policy.params import PolicyParams, SloParams
-from autoscaler.policy.types import LatencyHistogram, ReadyPod, SloState, fast_init
+from autoscaler.policy.slo_series import histogram_sum, rates_ok
+from autoscaler.policy.types import (
+    HistogramSum,
+    LatencyHistogram,
+    ReadyPod,
+    SloReading,
+    SloSeries,
+    SloState,
+    fast_init,
+)
 
 LOW_LOAD_UTILISATION = 0.5  # broken below this: infeasible at low load, not a capacity estimate
 SLACK_RATIO = 0.5  # met with slack: the target quantile's latency within this share of the bound
@@ -60,26 +71,12 @@ PROBE_STEP_RATIO = 1.002  # per tick, while met with slack
 
 @fast_init
 @dataclass(frozen=True)
-class SloReading:
-    """What the pods say this tick (fleet rates over the served pods; None where unknown)."""
-
-    prompt_tokens_per_second: float | None
-    generation_tokens_per_second: float | None
-    ttft: tuple[LatencyHistogram, ...]  # the usable ones, one a pod
-    tpot: tuple[LatencyHistogram, ...]
-    ttft_count: float  # requests/s the usable TTFT histograms count
-    tpot_count: float
-    served: int  # the pods the fleet rates stand for
-    partial: bool  # some SLO series present but unusable, or token rates missing on some pods
-
-
-@fast_init
-@dataclass(frozen=True)
 class SloSignal:
-    """The SLO step's outcome, for sizing, the decision values and the next state."""
+    """The SLO step's outcome before the headroom, for sizing, the decision values and the
+    next state: the one record the step builds (the headroom, which needs the lead time this
+    sizes, is applied by `sizing` with `add_headroom`)."""
 
-    replicas: float  # headroom included; 0 when the token rates are unknown
-    base_replicas: float  # without headroom
+    base_replicas: float  # without headroom; 0 when the token rates are unknown
     prompt_tokens_per_second: float | None  # served, fleet
     generation_tokens_per_second: float | None
     capacity: tuple[float, float]  # (Cp, Cg) of one replica, after this tick's learning
@@ -89,27 +86,17 @@ class SloSignal:
     tpot_attainment: float | None
     utilisation: float | None
     infeasible_at_low_load: bool
-    headroom_ratio: float
     partial: bool
     demand_units: float  # token demand in cold-start replicas (the headroom's reading)
-    state: SloState
-
-    def with_headroom(self, ratio: float, state: SloState) -> SloSignal:
-        """This signal with the headroom applied (`dataclasses.replace`, faster)."""
-        s = self
-        return SloSignal(
-            s.base_replicas * ratio, s.base_replicas, s.prompt_tokens_per_second, s.generation_tokens_per_second,
-            s.capacity, s.capacity_learned, s.ttft_bound_seconds, s.ttft_attainment, s.tpot_attainment,
-            s.utilisation, s.infeasible_at_low_load, ratio, s.partial, s.demand_units, state,
-        )
+    state: SloState  # after this tick's learning, before the headroom's reading
 
 
 def usable_histograms(
     hists: list[LatencyHistogram], now: float, stale: float
 ) -> tuple[tuple[LatencyHistogram, ...], float, bool]:
     """(the histograms whose `health` is FRESH, the requests/s they count, whether some was
-    not), checked the fast way: lengths equal, fresh, the last bound +Inf, rates from >= 0 to
-    finite (their sum is: no NaN inside) and never decreasing (sorted), bounds strictly
+    not), checked the fast way: lengths equal, fresh, the last bound +Inf, the rates `rates_ok`
+    (from >= 0 to finite, never decreasing: the check `sum_slo_series` makes), bounds strictly
     ascending (checked once for bounds seen before).
 
     Worked example, now 1000, stale after 60: rates (1, 3, 4) at 990 and (2, 2, 2) at 995, both
@@ -123,7 +110,7 @@ def usable_histograms(
         bounds, rates = h.upper_bounds, h.cumulative_per_second
         if (
             len(rates) == len(bounds) > 0 and now - h.timestamp <= stale and bounds[-1] == inf
-            and 0.0 <= rates[0] and isfinite(sum(rates)) and list(rates) == sorted(rates)
+            and rates_ok(rates)
             and (bounds is ascending or bounds == ascending or all(map(lt, bounds, bounds[1:])))
         ):
             good.append(h)
@@ -132,13 +119,20 @@ def usable_histograms(
     return tuple(good), count, len(good) < len(hists)
 
 
-def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float) -> SloReading | None:
-    """The SLO series of the healthy pods; None when none of them has any.
+def read_slo(
+    healthy: tuple[ReadyPod, ...], served: int, now: float, stale: float, series: SloSeries | None = None
+) -> SloReading | None:
+    """The SLO series of the healthy pods; None when none of them has any. `series`: those
+    pods' series read where the observation was built (`slo_series`), given only when every
+    ready pod is healthy (so all are served): its reading is taken as it is when its oldest
+    sample is fresh (the same reading as the pods give, to the last bit), else the pods are read.
 
     Worked example: 2 healthy pods of 3 served, with fresh prompt rates 1,000 and 2,000 and
     generation rates 300 and 500 tokens/s: 3,000 x 3 / 2 = 4,500 prompt and 1,200 generated
     tokens/s; no histogram: none usable, not partial.
     """
+    if series is not None and now - series.oldest <= stale:
+        return series.reading
     prompt = generation = 0.0
     rated = 0
     ttfts: list[LatencyHistogram] = []
@@ -164,9 +158,23 @@ def read_slo(healthy: tuple[ReadyPod, ...], served: int, now: float, stale: floa
     tpot_ok, tpot_count, tpot_bad = usable_histograms(tpots, now, stale)
     scale = served / rated if rated else 0.0
     return SloReading(
-        prompt * scale if rated else None, generation * scale if rated else None, ttft_ok, tpot_ok,
-        ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
+        prompt * scale if rated else None, generation * scale if rated else None, by_layout(ttft_ok),
+        by_layout(tpot_ok), ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
+        len(ttft_ok),
     )
+
+
+def by_layout(hists: tuple[LatencyHistogram, ...]) -> tuple[HistogramSum, ...]:
+    """The histograms as one `HistogramSum` a bucket layout, in the order the layouts first come
+    (pods of one layout: the very sum `sum_slo_series` makes, to the last bit).
+
+    Worked example: (1, 3, 4) and (2, 2, 2) on (1, 2, +Inf): one sum of 2 rows counting 6; with
+    (1, 4, +Inf) as the second's bounds: two sums of one row each.
+    """
+    layouts: dict[tuple[float, ...], list[tuple[float, ...]]] = {}
+    for h in hists:
+        layouts.setdefault(h.upper_bounds, []).append(h.cumulative_per_second)
+    return tuple(histogram_sum(bounds, rows) for bounds, rows in layouts.items())
 
 
 def ttft_bound(slo: SloParams, mean_prompt_tokens: float | None) -> float:
@@ -191,45 +199,26 @@ def mean_prompt_tokens(reading: SloReading) -> float | None:
     p, count = reading.prompt_tokens_per_second, reading.ttft_count
     if p is None or count <= 0:
         return None
-    return (p / reading.served) / (count / len(reading.ttft))
+    return (p / reading.served) / (count / reading.ttft_pods)
 
 
 def attainment(
-    hists: tuple[LatencyHistogram, ...], count: float, bound: float, min_requests_per_second: float
+    hists: tuple[HistogramSum, ...], count: float, bound: float, min_requests_per_second: float
 ) -> float | None:
-    """The fleet's share of requests within `bound`: the pods' requests within it over their
-    requests (`count`, requests/s); None without a histogram or with fewer than
+    """The fleet's share of requests within `bound`: the pods' requests within it (each
+    layout's summed buckets interpolated once, `HistogramSum.within`) over their requests
+    (`count`, requests/s); None without a histogram or with fewer than
     `min_requests_per_second` requests (too few to trust a share).
 
-    Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10) on one pod and (1, 2, 4) on the
-    other (bounds (1, 4, +Inf)): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a
-    minimum of 20 requests/s: None.
+    Worked example: rates (6, 9, 10) on bounds (1, 2.5, +Inf) and (1, 2, 4) on bounds
+    (1, 4, +Inf): within 2 s, 8 + (1 + 1 x 1 / 3) = 9.33 of 14: 0.667; with a minimum of 20
+    requests/s: None.
     """
-    if not hists or count < max(min_requests_per_second, 1e-12):
+    if not hists or count < min_requests_per_second or count < 1e-12:
         return None
-    return sum(within_each(hists, bound)) / count
-
-
-def within_each(hists: tuple[LatencyHistogram, ...], threshold: float) -> list[float]:
-    """Each histogram's `within(threshold)`, in order, to the last bit: the bucket is looked up
-    once when every histogram has the very same bounds tuple (the adapter gives pods of one
-    layout one tuple) and the threshold falls inside a finite bucket; else each looks itself.
-
-    Worked example: bounds (1, 2.5, +Inf) shared by rates (6, 9, 10) and (1, 2, 4): within 2 s,
-    6 + 3 x 1 / 1.5 = 8 and 1 + 1 x 1 / 1.5 = 1.67; with bounds (1, 4, +Inf) on the second: 8
-    and 1.33, each by `within`.
-    """
-    layout = hists[0].upper_bounds
-    i = bisect_right(layout, threshold)
-    if 0 < i < len(layout) and layout[i] != inf:
-        lower = layout[i - 1]
-        span, width = threshold - lower, layout[i] - lower
-        # the terms of `within`, in its order of operations (so the very same float)
-        out = [r[i - 1] + (r[i] - r[i - 1]) * span / width
-               for h in hists if h.upper_bounds is layout for r in (h.cumulative_per_second,)]
-        if len(out) == len(hists):
-            return out
-    return [h.within(threshold) for h in hists]
+    if len(hists) == 1:
+        return hists[0].within(bound) / count
+    return sum([h.within(bound) for h in hists]) / count
 
 
 def utilisation(load: tuple[float, float], capacity: tuple[float, float]) -> float:
@@ -367,6 +356,7 @@ def assess_slo(
     demand: Demand,
     state: SloState,
     now: float,
+    series: SloSeries | None = None,
 ) -> SloSignal | None:
     """The SLO signal before the headroom (`add_headroom` follows once the lead time is known);
     None when no healthy pod has any SLO series. Learns only when every ready pod is healthy
@@ -376,7 +366,7 @@ def assess_slo(
     (15,000, 3,000), no histogram, no arrival estimate: one replica uses 0.2 + 0.25 = 0.45;
     replicas 6,000 / 15,000 + 1,500 / 3,000 = 0.9 before the headroom; nothing learned.
     """
-    reading = read_slo(healthy, served, now, policy.stale_after_seconds)
+    reading = read_slo(healthy, served, now, policy.stale_after_seconds, series)
     if reading is None:
         return None
     cold = cold_start_capacity(
@@ -390,8 +380,8 @@ def assess_slo(
     a_tpot = attainment(reading.tpot, reading.tpot_count, slo.tpot_seconds, minimum)
     p, g = reading.prompt_tokens_per_second, reading.generation_tokens_per_second
     if p is None or g is None:
-        return SloSignal(0.0, 0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
-                         bound, a_ttft, a_tpot, None, False, 1.0, True, 0.0, state)
+        return SloSignal(0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
+                         bound, a_ttft, a_tpot, None, False, True, 0.0, state)
     load = (p / served, g / served)
     infeasible = False
     if all_healthy and not reading.partial:
@@ -403,8 +393,8 @@ def assess_slo(
             state = state.learned(capacity)
     scale = demand_scale(demand, policy.forecast_max_growth_ratio)
     base = utilisation((p * scale, g * scale), capacity)
-    return SloSignal(base, base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
-                     a_ttft, a_tpot, utilisation(load, capacity), infeasible, 1.0, reading.partial,
+    return SloSignal(base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
+                     a_ttft, a_tpot, utilisation(load, capacity), infeasible, reading.partial,
                      demand_units(p * scale, g * scale, cold), state)
 
 
@@ -439,15 +429,14 @@ def judge(
     return ttft_met, tpot_met, slack
 
 
-def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> SloSignal:
-    """The SLO replicas with the headroom of the lead time (`headroom`), and its readings kept.
-    Without token rates: as it is.
+def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> tuple[float, SloState]:
+    """(the headroom ratio for the lead time (`headroom`), the state with its reading kept):
+    the SLO replicas are `base_replicas` x the ratio. Without token rates: (1, the state).
 
     Worked example: base 0.9 replicas, headroom state of 50 samples with mean 0.05 and
     variance 0.01, target 0.99: ratio 1.327, replicas 1.19.
     """
     if signal.prompt_tokens_per_second is None:
-        return signal
+        return 1.0, signal.state
     state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
-    ratio = headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio)
-    return signal.with_headroom(ratio, state)
+    return headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio), state

@@ -11,8 +11,8 @@ from bisect import bisect_right
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
-from operator import lt
 from itertools import pairwise
+from operator import lt
 from typing import Any, TypeVar
 
 from autoscaler.policy.time_window import Entries, TimeWindow
@@ -111,6 +111,25 @@ class MetricSample:
         return SampleHealth.FRESH
 
 
+def within(bounds: tuple[float, ...], rates: tuple[float, ...], threshold: float) -> float:
+    """Requests per second with a latency of at most `threshold` in a histogram of these bucket
+    bounds and cumulative rates, interpolated linearly inside the bucket that holds it (from 0
+    at the first bucket's lower edge 0), as `histogram_quantile` does. Beyond the last finite
+    bound nothing is known: only that bound's rate counts as within.
+
+    Worked example: bounds (1, 2.5, +Inf), rates (6, 9, 10): within 2 s, 6 + 3 x 1 / 1.5 = 8;
+    within 3 s: 9; within 0.5 s: 3.
+    """
+    i = bisect_right(bounds, threshold)  # the first bound above the threshold
+    if i == len(bounds):
+        return rates[-1] if rates else 0.0
+    lower_bound, lower_rate = (bounds[i - 1], rates[i - 1]) if i else (0.0, 0.0)
+    bound = bounds[i]
+    if bound == math.inf:
+        return lower_rate
+    return lower_rate + (rates[i] - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
+
+
 @dataclass(frozen=True)
 class LatencyHistogram:
     """One pod's latency histogram over the rate window, as Prometheus gives it:
@@ -149,18 +168,8 @@ class LatencyHistogram:
         return SampleHealth.FRESH
 
     def within(self, threshold: float) -> float:
-        """Requests per second with a latency of at most `threshold`, interpolated linearly inside
-        the bucket that holds it (from 0 at the first bucket's lower edge 0). Beyond the last
-        finite bound nothing is known: only that bound's rate counts as within."""
-        bounds, rates = self.upper_bounds, self.cumulative_per_second
-        i = bisect_right(bounds, threshold)  # the first bound above the threshold
-        if i == len(bounds):
-            return rates[-1] if rates else 0.0
-        lower_bound, lower_rate = (bounds[i - 1], rates[i - 1]) if i else (0.0, 0.0)
-        bound = bounds[i]
-        if bound == math.inf:
-            return lower_rate
-        return lower_rate + (rates[i] - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
+        """Requests per second with a latency of at most `threshold` (`within`)."""
+        return within(self.upper_bounds, self.cumulative_per_second, threshold)
 
     def fraction_within(self, threshold: float) -> float | None:
         """Share of the requests with a latency of at most `threshold`; None when none finished."""
@@ -218,6 +227,85 @@ class PodInFlight:
     startup: PodStartup
 
 
+@fast_init
+@dataclass(frozen=True)
+class HistogramSum:
+    """Latency histograms of one bucket layout, one row of cumulative rates a pod, read as their
+    sum: a share within a bound is linear in the bucket rates, so the summed buckets interpolated
+    once (`within`) give the pods' requests within it, as the pods interpolated one by one and
+    added up would, up to float rounding. Only the buckets a bound falls between are summed
+    (the rows are not summed whole: that would read every bucket of every pod once more).
+
+    Worked example: bounds (1, 2.5, +Inf), rows (6, 9, 10) and (1, 2, 4): summed (7, 11, 14),
+    14 requests/s; within 2 s: 7 + 4 x (2 - 1) / 1.5 = 9.67 (8 + 1.67 pod by pod).
+    """
+
+    upper_bounds: tuple[float, ...]
+    rows: tuple[tuple[float, ...], ...]  # each pod's cumulative rates, in pod order
+    count_per_second: float  # the last bucket summed: the requests/s the rows count
+
+    def within(self, threshold: float) -> float:
+        """`within` of the summed rows: the two buckets around the threshold summed, then
+        interpolated."""
+        bounds = self.upper_bounds
+        i = bisect_right(bounds, threshold)  # the first bound above the threshold
+        if i == len(bounds):
+            return self.count_per_second
+        lower_rate = rate = 0.0
+        if i:
+            j = i - 1
+            for r in self.rows:  # the two buckets summed in row order (a plain loop: no list made)
+                lower_rate += r[j]
+                rate += r[i]
+        else:
+            for r in self.rows:
+                rate += r[i]
+        bound = bounds[i]
+        if bound == math.inf:
+            return lower_rate
+        lower_bound = bounds[i - 1] if i else 0.0
+        return lower_rate + (rate - lower_rate) * (threshold - lower_bound) / (bound - lower_bound)
+
+
+@fast_init
+@dataclass(frozen=True)
+class SloReading:
+    """What the pods' SLO series say this tick (fleet rates over the served pods; None where
+    unknown): `slo_capacity.read_slo`, or `slo_series.sum_slo_series` where the observation is built."""
+
+    prompt_tokens_per_second: float | None
+    generation_tokens_per_second: float | None
+    ttft: tuple[HistogramSum, ...]  # the usable histograms, one sum a bucket layout (usually one)
+    tpot: tuple[HistogramSum, ...]
+    ttft_count: float  # requests/s the usable TTFT histograms count
+    tpot_count: float
+    served: int  # the pods the fleet rates stand for
+    partial: bool  # some SLO series present but unusable, or token rates missing on some pods
+    ttft_pods: int  # the pods whose TTFT histograms are usable
+
+
+@fast_init
+@dataclass(frozen=True)
+class SloSeries:
+    """The SLO series of one observation's ready pods, read once where the observation is built
+    (`slo_series.sum_slo_series`): only when every ready pod has both token rates and TTFT and
+    TPOT histograms, all well formed (finite, >= 0, buckets never decreasing, one bucket layout
+    a family); else there is none and `decide()` reads the pods one by one.
+
+    Freshness depends on the tick, so only the oldest sample time is kept: `decide()` takes the
+    reading when every ready pod is healthy and the oldest is fresh, else reads the pods (where
+    a stale or unusable series makes the data partial).
+
+    Worked example: pods with prompt rates 1,000 and 2,000 tokens/s and TTFT buckets (1, 3, 4)
+    and (2, 2, 2) on bounds (1, 2, +Inf), sampled at 990 and 995: 3,000 prompt tokens/s, TTFT
+    rows ((1, 3, 4), (2, 2, 2)) counting 6 requests/s over 2 served pods, oldest 990.
+    """
+
+    pods: tuple[ReadyPod, ...] = field(repr=False, compare=False)  # the very tuple it reads
+    reading: SloReading  # as `read_slo` reads these pods when all are healthy and fresh
+    oldest: float  # the oldest sample time among the pods' token rates and histograms
+
+
 @dataclass(frozen=True)
 class Observation:
     """Everything `decide()` knows about one target Deployment at one tick."""
@@ -227,6 +315,9 @@ class Observation:
     pods_in_flight: tuple[PodInFlight, ...] = ()
     free_gpus: int | None = None  # free GPUs on nodes the pods can land on; None = unknown
     rollout_in_progress: bool = False
+    # `ready_pods`' SLO series summed where the observation is built (`sum_slo_series`); used
+    # only when it sums this very `ready_pods` tuple. None: `decide()` reads the pods.
+    slo_series: SloSeries | None = None
 
 
 class Reason(StrEnum):

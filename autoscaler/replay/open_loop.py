@@ -20,6 +20,7 @@ from autoscaler.baselines.interface import ObservationPolicy
 from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.config import AutoscalerConfig, load_config_file
 from autoscaler.policy import Observation, PodInFlight, PodStartup, ReadyPod
+from autoscaler.policy.slo_series import sum_slo_series
 from autoscaler.policy.types import fast_init
 from autoscaler.replay.format import Recording, RecordingError, Step, no_gc
 
@@ -50,12 +51,14 @@ def _observe(step: Step, free_gpus: int | None) -> tuple[Observation, float]:
         elif stage is not None and startup is not None:
             flight.append(PodInFlight(name, stage, startup))
     spec = step.spec if step.spec is not None else len(ready)
+    pods = tuple(ready)  # the recording keeps pods sorted by name, like the live loop
     observation = Observation(
         spec_replicas=spec,
-        ready_pods=tuple(ready),  # the recording keeps pods sorted by name, like the live loop
+        ready_pods=pods,
         pods_in_flight=tuple(flight),
         free_gpus=free_gpus,
         rollout_in_progress=step.rollout,
+        slo_series=sum_slo_series(pods),  # summed once, as `build_observation` does
     )
     return observation, waiting
 

@@ -43,7 +43,7 @@ from autoscaler.policy.slo_capacity import (
     starting_state,
     ttft_bound,
     usable_histograms,
-    within_each,
+    by_layout,
     utilisation,
     within_drift,
 )
@@ -145,9 +145,9 @@ def test_mean_prompt_tokens() -> None:
     # docstring: 4,500 prompt tokens/s over 3 served pods; TTFT histograms of 2 pods counting
     # 1.5 and 0.5 requests/s: 1,500 / 1 = 1,500 tokens
     h1, h2 = hist((1.0, INF), (1.0, 1.5), NOW), hist((1.0, INF), (0.5, 0.5), NOW)
-    r = SloReading(4_500.0, 1_200.0, (h1, h2), (), 2.0, 0.0, 3, False)
+    r = SloReading(4_500.0, 1_200.0, (h1, h2), (), 2.0, 0.0, 3, False, 2)
     assert mean_prompt_tokens(r) == pytest.approx(1_500.0)
-    assert mean_prompt_tokens(SloReading(4_500.0, 1_200.0, (), (), 0.0, 0.0, 3, False)) is None
+    assert mean_prompt_tokens(SloReading(4_500.0, 1_200.0, (), (), 0.0, 0.0, 3, False, 0)) is None
 
 
 def test_attainment() -> None:
@@ -155,28 +155,43 @@ def test_attainment() -> None:
     # 8 + (1 + 1/3) = 9.33 of 14
     a = hist((1.0, 2.5, INF), (6.0, 9.0, 10.0), NOW)
     b = hist((1.0, 4.0, INF), (1.0, 2.0, 4.0), NOW)
-    assert attainment((a, b), 14.0, 2.0, 1.0) == pytest.approx((8 + 1 + 1 / 3) / 14)
-    assert attainment((a, b), 14.0, 2.0, 20.0) is None  # too few requests to trust a share
+    assert attainment(by_layout((a, b)), 14.0, 2.0, 1.0) == pytest.approx((8 + 1 + 1 / 3) / 14)
+    assert attainment(by_layout((a, b)), 14.0, 2.0, 20.0) is None  # too few requests to trust a share
     assert attainment((), 0.0, 2.0, 0.0) is None
-    assert attainment((a,), 10.0, 2.0, 1.0) == pytest.approx(0.8)  # LatencyHistogram's own example
+    assert attainment(by_layout((a,)), 10.0, 2.0, 1.0) == pytest.approx(0.8)  # LatencyHistogram's own example
 
 
-def test_within_each() -> None:
-    # docstring: bounds (1, 2.5, +Inf) shared by (6, 9, 10) and (1, 2, 4): 8 and 1.67 within 2 s;
-    # the second on bounds (1, 4, +Inf): 8 and 1.33, each by `within`
+def test_by_layout() -> None:
+    # docstring: one sum of 2 rows counting 6; another layout on the second: two sums
+    shared = (1.0, 2.0, INF)
+    a, b = hist(shared, (1.0, 3.0, 4.0), NOW), hist(shared, (2.0, 2.0, 2.0), NOW)
+    (one,) = by_layout((a, b))
+    assert (one.upper_bounds, one.rows, one.count_per_second) == (shared, ((1.0, 3.0, 4.0), (2.0, 2.0, 2.0)), 6.0)
+    other = hist((1.0, 4.0, INF), (2.0, 2.0, 2.0), NOW)
+    assert [h.rows for h in by_layout((a, other))] == [((1.0, 3.0, 4.0),), ((2.0, 2.0, 2.0),)]
+    # equal bounds in another tuple are one layout
+    assert len(by_layout((a, hist(tuple(list(shared)), (2.0, 2.0, 2.0), NOW)))) == 1
+
+
+def test_histogram_sum_is_the_summed_histogram() -> None:
+    # HistogramSum's docstring: (6, 9, 10) and (1, 2, 4) on (1, 2.5, +Inf): 9.67 within 2 s
+    # (and `within`'s: 8 within 2 s, 9 within 3 s, 3 within 0.5 s of (6, 9, 10) alone)
+    one = hist((1.0, 2.5, INF), (6.0, 9.0, 10.0), NOW)
+    assert (one.within(2.0), one.within(3.0), one.within(0.5)) == (8.0, 9.0, 3.0)
     shared = (1.0, 2.5, INF)
-    a, b = hist(shared, (6.0, 9.0, 10.0), NOW), hist(shared, (1.0, 2.0, 4.0), NOW)
-    assert within_each((a, b), 2.0) == pytest.approx([8.0, 1.0 + 1.0 / 1.5])
-    other = hist((1.0, 4.0, INF), (1.0, 2.0, 4.0), NOW)
-    assert within_each((a, other), 2.0) == pytest.approx([8.0, 1.0 + 1.0 / 3.0])
-    # to the last bit what `within` gives, on a shared layout and off it: inside a bucket, on a
-    # bound, below the first, in the +Inf bucket and beyond
+    (s,) = by_layout((hist(shared, (6.0, 9.0, 10.0), NOW), hist(shared, (1.0, 2.0, 4.0), NOW)))
+    assert s.within(2.0) == pytest.approx(7.0 + 4.0 / 1.5)
+    # `within` of the summed rows is `LatencyHistogram.within` of the summed histogram, and the
+    # pods' own `within` added up to float rounding: inside a bucket, on a bound, below the
+    # first, in the +Inf bucket and beyond
     rates = [(0.1, 0.7, 0.7, 1.3, 2.9), (0.0, 0.3, 1.1, 1.9, 2.0), (0.7, 0.71, 0.9, 2.2, 5.0)]
     layout = (0.003, 0.17, 0.5, 7.3, INF)
-    for copy in (False, True):
-        hists = tuple(hist(tuple(list(layout)) if copy and i else layout, r, NOW) for i, r in enumerate(rates))
-        for threshold in (0.0, 0.001, 0.003, 0.1, 0.17, 0.3333, 2.0, 7.3, 9.0):
-            assert within_each(hists, threshold) == [h.within(threshold) for h in hists], (copy, threshold)
+    hists = tuple(hist(layout, r, NOW) for r in rates)
+    (summed,) = by_layout(hists)
+    whole = hist(layout, tuple(map(sum, zip(*rates))), NOW)
+    for threshold in (0.0, 0.001, 0.003, 0.1, 0.17, 0.3333, 2.0, 7.3, 9.0):
+        assert summed.within(threshold) == whole.within(threshold), threshold
+        assert summed.within(threshold) == pytest.approx(sum(h.within(threshold) for h in hists), rel=1e-12)
 
 
 def test_utilisation() -> None:
@@ -253,10 +268,10 @@ def test_starting_state() -> None:
 def test_judge() -> None:
     # docstring: target 0.99, attainments 0.995 and None, u 0.8, within half the bound 0.97
     ttft = hist((1.0, 2.0, INF), (97.0, 99.5, 100.0), NOW)  # within 1 s: 0.97; within 2 s: 0.995
-    r = SloReading(1.0, 1.0, (ttft,), (), 100.0, 0.0, 1, False)
+    r = SloReading(1.0, 1.0, (ttft,), (), 100.0, 0.0, 1, False, 1)
     assert judge(r, 2.0, SloParams(), (0.995, None), 1.0, 0.8) == (True, None, False)
     fast = hist((1.0, 2.0, INF), (99.5, 99.9, 100.0), NOW)
-    r = SloReading(1.0, 1.0, (fast,), (), 100.0, 0.0, 1, False)
+    r = SloReading(1.0, 1.0, (fast,), (), 100.0, 0.0, 1, False, 1)
     assert judge(r, 2.0, SloParams(), (0.999, None), 1.0, 0.8) == (True, None, True)
     assert judge(r, 2.0, SloParams(), (0.999, None), 1.0, 0.3)[2] is False  # slack only from half load
     assert judge(r, 2.0, SloParams(), (0.9, None), 1.0, 0.8) == (False, None, False)
@@ -288,11 +303,16 @@ def test_add_headroom_docstring_example() -> None:
                      growth_variance=0.01, growth_samples=50, growth_updated_at=NOW - 10)
     s = assess_slo(p, pods, 2, True, demand(), state, NOW)
     assert s is not None
-    out = add_headroom(s, p, 300.0, NOW)  # the newest reading is 10 s < 300 / 16 old: no new one
-    assert out.headroom_ratio == pytest.approx(math.exp(0.05 + normal_quantile(0.99) * 0.1))
-    assert out.headroom_ratio == pytest.approx(1.327, abs=1e-3)
-    assert out.replicas == pytest.approx(0.9 * out.headroom_ratio)
-    assert out.state is s.state
+    ratio, out = add_headroom(s, p, 300.0, NOW)  # the newest reading is 10 s < 300 / 16 old: no new one
+    assert ratio == pytest.approx(math.exp(0.05 + normal_quantile(0.99) * 0.1))
+    assert ratio == pytest.approx(1.327, abs=1e-3)
+    assert s.base_replicas * ratio == pytest.approx(1.19, abs=1e-2)
+    assert out is s.state
+    # without token rates: no headroom, the state as it is
+    bare = assess_slo(p, (slo_pod("a", NOW, None, None, ttft=hist((1.0, INF), (1.0, 1.0), NOW)),), 1, True,
+                      demand(), state, NOW)
+    assert bare is not None and bare.prompt_tokens_per_second is None
+    assert add_headroom(bare, p, 300.0, NOW) == (1.0, bare.state)
 
 
 # --- headroom ------------------------------------------------------------------------------------
@@ -379,10 +399,9 @@ def test_bound_signal(forecast: float, slo: float, expected: str) -> None:
     signal = None
     if slo:
         p = PolicyParams()
-        s = assess_slo(p, (slo_pod("a", NOW, 1.0, 1.0),), 1, True, d, SloState(), NOW)
-        assert s is not None
-        signal = s.with_headroom(slo / s.base_replicas, s.state)
-    sizing = Sizing(d, Forecast(0.0, 0.0, forecast), 4.0, 300.0, (), (), (), signal, None)
+        signal = assess_slo(p, (slo_pod("a", NOW, 1.0, 1.0),), 1, True, d, SloState(), NOW)
+        assert signal is not None
+    sizing = Sizing(d, Forecast(0.0, 0.0, forecast), 4.0, 300.0, (), (), (), signal, None, slo)
     assert bound_signal(sizing) == expected
     assert bound_signal(Sizing(None, None, 0.0, 300.0, (), (), ())) == "none"  # docstring: no demand
 

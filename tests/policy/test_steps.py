@@ -9,6 +9,7 @@ import pytest
 from autoscaler.policy import Clamp, LeadTimeState, MetricSample, PodStage, PodStartup, PolicyParams, SampleHealth
 from autoscaler.policy.demand import (
     Demand,
+    _gauges,
     arrival_rate,
     mean_throughput,
     batch_queue_replicas,
@@ -229,6 +230,14 @@ def test_compute_demand_extrapolates_unhealthy_pods() -> None:
 def test_compute_demand_needs_a_healthy_pod() -> None:
     with pytest.raises(ValueError, match="at least one healthy"):
         compute_demand((), 2, None, 0.0, 60.0, **DEMAND_KW)  # type: ignore[arg-type]
+
+
+def test_gauges_docstring() -> None:
+    # pods (4, 8, 0.9) and (2, 8, 0.7): ([4, 2], [8, 8], 1.6), in one pass
+    waits, runs, kv = _gauges((pod("a", 4, 8, 0.9, 0.0), pod("b", 2, 8, 0.7, 0.0)))
+    assert (waits, runs) == ([4.0, 2.0], [8.0, 8.0]) and kv == pytest.approx(1.6)
+    with pytest.raises(ValueError, match="without a sample"):
+        _gauges((pod("a", 4, None, 0.9, 0.0),))
 
 
 def test_compute_demand_no_queue_asks_nothing() -> None:
@@ -658,9 +667,8 @@ def test_wait_for_capacity_in_flight_reads_the_slo_without_headroom(slo_base: fl
     flight = assess_in_flight(
         tuple(flying(f"f{i}", PodStage.LOADING, 1990.0, 1995.0) for i in range(7)), LEAD, 2000.0
     )
-    slo = SloSignal(14.0, slo_base, 1.0, 1.0, (1.0, 1.0), False, 2.0, None, None, None, False, 1.75, False, 1.0,
-                    SloState())
-    with_slo = dataclasses.replace(sizing(5.0), slo=slo)
+    slo = SloSignal(slo_base, 1.0, 1.0, (1.0, 1.0), False, 2.0, None, None, None, False, False, 1.0, SloState())
+    with_slo = dataclasses.replace(sizing(5.0), slo=slo, slo_replicas=14.0, slo_headroom_ratio=1.75)
     assert wait_for_capacity_in_flight(Recommendation(15), with_slo, 9, 9, flight, P) == expected
 
 

@@ -67,6 +67,20 @@ def test_round_trip_of_every_slo_field(tmp_path: Path) -> None:
     assert (pod.prompt_tokens_per_second, pod.ttft, pod.tpot, pod.queue_time) == (
         MetricSample(888.0, 99.0), TTFT, TPOT, QUEUE)
     assert obs.ready_pods[1].ttft is None
+    assert obs.slo_series is None  # a pod without the SLO series: decide() reads the pods
+
+
+def test_the_replayed_observation_carries_the_pods_slo_series_read_once(tmp_path: Path) -> None:
+    """`open_loop` sums the SLO series where it builds the observation, as the live loop does:
+    the very reading `read_slo` makes of the pods."""
+    from autoscaler.policy.slo_capacity import read_slo
+
+    steps = [Step(100.0, 2, 2, False, (FULL, FULL._replace(name="qwen-1")))]
+    write_recording(tmp_path / "r.jsonl.gz", Header("llm", "qwen", 15.0, 100.0, 100.0), steps)
+    obs = observation_of(read_recording(tmp_path / "r.jsonl.gz").steps[0])
+    assert obs.slo_series is not None and obs.slo_series.pods is obs.ready_pods
+    assert obs.slo_series.reading == read_slo(obs.ready_pods, 2, 100.0, 60.0)
+    assert obs.slo_series.reading.ttft_count == 12.0 and obs.slo_series.oldest == 99.0
 
 
 def test_rates_that_are_no_number_are_written_nan_and_unwritable_histograms_null(tmp_path: Path) -> None:

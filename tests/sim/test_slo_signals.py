@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from autoscaler.baselines.view import ClusterView, view_observation
+from autoscaler.policy.slo_capacity import read_slo
 from autoscaler.policy.params import SloParams
 from autoscaler.policy.types import SampleHealth
 from autoscaler.sim.cluster import Cluster
@@ -207,6 +208,9 @@ def test_every_ready_pod_gets_fresh_slo_signals_in_its_observation(watched: tupl
     now, view = w.views[-1]
     obs = view_observation(view)
     assert len(obs.ready_pods) == 2
+    # read once where the observation is built, as the live loop does: `read_slo`'s very reading
+    assert obs.slo_series is not None and obs.slo_series.pods is obs.ready_pods
+    assert obs.slo_series.reading == read_slo(obs.ready_pods, 2, now, 60.0)
     for pod in obs.ready_pods:
         assert pod.prompt_tokens_per_second is not None and pod.generation_tokens_per_second is not None
         assert pod.prompt_tokens_per_second.health(now, 60.0) is SampleHealth.FRESH
