@@ -275,7 +275,9 @@ def fit_table5_frontend(p: Profile, prefill_step_extra_s: float = LAMBDA_PREFILL
 
 def table5_sensitivity(p: Profile, factor: float = 0.2) -> dict[str, dict[int, float]]:
     """Hold-out median-TTFT errors (N = 80 / 160 / 320) with each table-5 serving-stack term scaled by
-    1 -+ `factor`, the other kept, and with neither (every request at the engine at t = 0)."""
+    1 -+ `factor`, the other kept; with the prefill-step cost taken from one N = 40 gap only and the
+    front end refitted on N = 10 / 20 / 40 (the spread of the two gaps); and with neither term (every
+    request at the engine at t = 0)."""
     e = VLLM_V0_MULTISTEP
     held = (80, 160, 320)
     out = {"as fitted": table5_ttft_errors(p, e, held),
@@ -283,6 +285,14 @@ def table5_sensitivity(p: Profile, factor: float = 0.2) -> dict[str, dict[int, f
     for f in (1.0 - factor, 1.0 + factor):
         out[f"frontend x{f:.1f}"] = table5_ttft_errors(p, replace(e, frontend_s_per_request=e.frontend_s_per_request * f), held)
         out[f"prefill step x{f:.1f}"] = table5_ttft_errors(p, replace(e, prefill_step_extra_s=e.prefill_step_extra_s * f), held)
+    q = e.step_profile(p)
+    gaps = np.diff(np.array(N40_PLATEAU_S))
+    for k, g in enumerate(N40_GROUP_PROMPTS):
+        extra = float(gaps[k]) - v0_prefill_step_s(q, np.array(g, dtype=np.int64), p.seq_overhead_s)
+        frontend, _ = fit_table5_frontend(p, extra)
+        out[f"prefill step from N = 40 gap {k + 1} only ({extra * 1e3:.1f} ms), frontend refitted "
+            f"({frontend * 1e3:.2f} ms)"] = table5_ttft_errors(
+            p, replace(e, prefill_step_extra_s=extra, frontend_s_per_request=frontend), held)
     return out
 
 
