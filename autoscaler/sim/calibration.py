@@ -26,7 +26,6 @@ import numpy.typing as npt
 
 from autoscaler.sim.engine import Engine
 from autoscaler.sim.engine_profile import (
-    LAMBDA_FRONTEND_S_PER_REQUEST,
     LAMBDA_PREFILL_STEP_EXTRA_S,
     TRTLLM_IFB,
     VLLM_V0,

@@ -67,7 +67,10 @@ from autoscaler.sim.calibration import (
     table5_prefill_step_extra_s,
     table5_sensitivity,
 )
-from autoscaler.sim.engine_profile import LAMBDA_FRONTEND_S_PER_REQUEST, LAMBDA_PREFILL_STEP_EXTRA_S
+from autoscaler.sim.engine_profile import (
+    LAMBDA_FRONTEND_S_PER_REQUEST,
+    LAMBDA_PREFILL_STEP_EXTRA_S,
+)
 from autoscaler.sim.profile import STEP_KEYS, Profile, load_profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -288,16 +291,17 @@ def _table5_lines(p: Profile) -> list[str]:
     """Table 5's serving-stack terms: how they were obtained from the fit rows, and their sensitivity."""
     extra, frontend, res = table5_terms(p)
     gaps = np.diff(np.array(N40_PLATEAU_S)) / MS
-    lines = ["", "## Table 5 (Lambda burst, vLLM 0.6 multi-step): serving-stack terms, fitted on N = "
-             f"{' / '.join(str(n) for n in TABLE5_FIT_ROWS)} only", "",
-             f"* prefill-step cost: N = 40 plateau gaps {gaps[0]:.1f} / {gaps[1]:.1f} ms for the prefill steps of "
-             f"{sum(N40_GROUP_PROMPTS[0]):,} / {sum(N40_GROUP_PROMPTS[1]):,} prompt tokens; model step minus that: "
-             f"**{extra / MS:.2f} ms** per prefill step (engine profile holds {LAMBDA_PREFILL_STEP_EXTRA_S / MS:.2f})",
-             f"* front-end delay: least squares of the median TTFT on N = 10 / 20 / 40 (0.01 ms scan): "
+    fit_rows = " / ".join(str(n) for n in TABLE5_FIT_ROWS)
+    residuals = " / ".join(f"N = {n}: {_pct(r)}" for n, r in res.items())
+    step = (f"* prefill-step cost: N = 40 plateau gaps {gaps[0]:.1f} / {gaps[1]:.1f} ms for the prefill steps of "
+            f"{sum(N40_GROUP_PROMPTS[0]):,} / {sum(N40_GROUP_PROMPTS[1]):,} prompt tokens; model step minus that: "
+            f"**{extra / MS:.2f} ms** per prefill step (engine profile holds {LAMBDA_PREFILL_STEP_EXTRA_S / MS:.2f})")
+    front = (f"* front-end delay: least squares of the median TTFT on N = {fit_rows} (0.01 ms scan): "
              f"**{frontend / MS:.2f} ms** per request in the burst (engine profile holds "
-             f"{LAMBDA_FRONTEND_S_PER_REQUEST / MS:.2f}); fit-row residuals "
-             + " / ".join(f"N = {n}: {_pct(r)}" for n, r in res.items()), "",
-             "Held-out median TTFT error with each term scaled (the other as fitted):", "",
+             f"{LAMBDA_FRONTEND_S_PER_REQUEST / MS:.2f}); fit-row residuals {residuals}")
+    lines = ["", f"## Table 5 (Lambda burst, vLLM 0.6 multi-step): serving-stack terms, fitted on N = {fit_rows} only",
+             "", step, front, "",
+             "Held-out median TTFT error with the terms varied (`autoscaler.sim.calibration.table5_sensitivity`):", "",
              "| variant | N = 80 | N = 160 | N = 320 |", "|---|---|---|---|"]
     for name, errs in table5_sensitivity(p).items():
         lines.append(f"| {name} | " + " | ".join(_pct(errs[n]) for n in (80, 160, 320)) + " |")
