@@ -25,7 +25,13 @@ model, and every parameter comes from documented engine behaviour or from the fi
   lookahead slots, so vllm/engine/llm_engine.py does not cache it for multi-step), a decode batch
   runs 10 steps per scheduler call and streams its outputs at the end of the run; the
   per-sequence CPU cost (scheduling, input preparation, output processing) is paid once per
-  run, i.e. 1/10 per step (vllm-project/vllm PR #7000, RFC #6854).
+  run, i.e. 1/10 per step (vllm-project/vllm PR #7000, RFC #6854). Two terms of the source's
+  serving stack, not of the kernels (docs/calibration.md, "Table 5's TTFT"): every prefill step
+  costs `prefill_step_extra_s` more than its kernels, measured from the prefill cadence of the
+  N = 40 burst (a row outside the hold-out), and a burst of N requests reaches the engine only
+  after `frontend_s_per_request` x N (the single-threaded client and API server run every
+  request's handler before the first one is forwarded), least-squares fitted on the N = 10 / 20 /
+  40 medians (`autoscaler.sim.calibration.fit_table5_frontend`); it replaces `ttft_overhead_s`.
 
 `v0_run` simulates both V0 profiles with a per-step loop on one replica (bursts and static
 batches of a few hundred requests); sources and assumptions: docs/calibration.md.
@@ -55,6 +61,8 @@ class EngineProfile:
     num_scheduler_steps: int = 1  # decode steps per scheduler call (V0 multi-step)
     max_num_seqs: int = 0  # 0: the profile's own
     max_num_batched_tokens: int = 0  # 0: the profile's own
+    prefill_step_extra_s: float = 0.0  # added to every V0 prefill step (v0_run)
+    frontend_s_per_request: float = 0.0  # burst of N reaches the engine at N x this (v0_burst); 0: at t = 0
 
     def step_profile(self, p: Profile) -> Profile:
         """The step-time profile under this engine: `p` itself when nothing changes (bit-identical
@@ -69,8 +77,14 @@ class EngineProfile:
 VLLM_V1 = EngineProfile("vllm-v1", 1.0, "v1-chunked")
 TRTLLM_IFB = EngineProfile("trtllm-ifb-overlap", 0.0, "v1-chunked")
 VLLM_V0 = EngineProfile("vllm-v0.5-single-step", 1.0, "v0-prefill-first", max_num_seqs=256, max_num_batched_tokens=8192)
+# Table 5's serving-stack terms (docs/calibration.md, "Table 5's TTFT"); tests/sim/test_calibration.py refits both
+# (`autoscaler.sim.calibration.table5_prefill_step_extra_s`, `fit_table5_frontend`) and checks these values.
+LAMBDA_PREFILL_STEP_EXTRA_S = 0.01427  # measured: N = 40 burst's prefill cadence minus the model's prefill steps
+LAMBDA_FRONTEND_S_PER_REQUEST = 0.00236  # least squares on the N = 10 / 20 / 40 median TTFTs, given the above
 VLLM_V0_MULTISTEP = EngineProfile("vllm-v0.6-multistep10", 0.1, "v0-prefill-first", num_scheduler_steps=10,
-                                  max_num_seqs=256, max_num_batched_tokens=2048)
+                                  max_num_seqs=256, max_num_batched_tokens=2048,
+                                  prefill_step_extra_s=LAMBDA_PREFILL_STEP_EXTRA_S,
+                                  frontend_s_per_request=LAMBDA_FRONTEND_S_PER_REQUEST)
 
 
 def v0_prefill_step_s(p: Profile, lengths: I, seq_overhead_s: float) -> float:
@@ -107,25 +121,36 @@ def _decode_run(p: Profile, steps: int, run: I, n_in: I, gen: F, t: float) -> fl
     return t
 
 
-def v0_run(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
-    """Engine times (s) at which each of n requests, all waiting at t = 0 on one V0 replica, gets its
-    first token and its last one. The replica schedules prefill first (whole prompts) and decodes
-    in runs of `e.num_scheduler_steps` steps; the first token streams when its prefill step ends,
-    the others at the end of each decode run (chunks of up to 10 tokens under multi-step, as
-    table 5's ITL shows). The KV cache is not simulated (no preemption): the requests must fit it
-    together (table 5's and 6's do: <= 262k tokens against 372k)."""
+def v0_run(p: Profile, e: EngineProfile, n_in: I, n_out: I, arrival: F | None = None) -> tuple[F, F]:
+    """Engine times (s) at which each of n requests on one V0 replica gets its first token and its last
+    one; request i reaches the engine at `arrival[i]` (default: all at t = 0). The replica schedules
+    prefill first (whole prompts) and decodes in runs of `e.num_scheduler_steps` steps; a request that
+    arrives during a run waits for the run's end (the scheduler is called only between runs). The first
+    token streams when its prefill step ends, the others at the end of each decode run (chunks of up to
+    10 tokens under multi-step, as table 5's ITL shows). Every prefill step costs
+    `e.prefill_step_extra_s` on top of `v0_prefill_step_s`. The KV cache is not simulated (no
+    preemption): the requests must fit it together (table 5's and 6's do: <= 262k tokens against 372k)."""
     q = e.step_profile(p)
     if int(np.sum(n_in + n_out)) > q.kv_cache_tokens:
         raise ValueError("v0_run does not model preemption: the requests must fit the KV cache together")
     n = n_in.size
+    arr = np.zeros(n) if arrival is None else np.asarray(arrival, dtype=np.float64)
+    order = np.argsort(arr, kind="stable")
     first, end, gen = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
-    waiting, running = deque(range(n)), np.zeros(0, dtype=np.int64)
-    t = 0.0
-    while waiting or running.size:
+    waiting: deque[int] = deque()
+    running = np.zeros(0, dtype=np.int64)
+    t, k = 0.0, 0
+    while k < n or waiting or running.size:
+        while k < n and arr[order[k]] <= t:
+            waiting.append(int(order[k]))
+            k += 1
+        if not waiting and not running.size:
+            t = float(arr[order[k]])  # idle until the next request reaches the engine
+            continue
         batch = _admit_v0(waiting, int(running.size), n_in, q)
         if batch:
             idx = np.array(batch, dtype=np.int64)
-            t += v0_prefill_step_s(q, n_in[idx], p.seq_overhead_s)
+            t += v0_prefill_step_s(q, n_in[idx], p.seq_overhead_s) + e.prefill_step_extra_s
             first[idx], gen[idx] = t, 1.0
             running = np.concatenate((running, idx))
         else:
@@ -137,9 +162,17 @@ def v0_run(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
 
 
 def v0_burst(p: Profile, e: EngineProfile, n_in: I, n_out: I) -> tuple[F, F]:
-    """TTFT and TPOT (seconds, per request) of n requests released at t = 0 on one V0 replica
-    (`v0_run`); TTFT adds the non-GPU `ttft_overhead_s` (HTTP path), TPOT is `vllm bench serve`'s
-    (last - first token) / (output tokens - 1)."""
-    first, end = v0_run(p, e, n_in, n_out)
+    """TTFT and TPOT (seconds, per request) of n requests released at t = 0 by the client on one V0
+    replica (`v0_run`). With `e.frontend_s_per_request` the burst reaches the engine at n times it and
+    TTFT is the engine's first-token time (the front end's share is in that delay); without, every
+    request is at the engine at t = 0 and TTFT adds the non-GPU `ttft_overhead_s` (HTTP path). TPOT
+    is `vllm bench serve`'s (last - first token) / (output tokens - 1)."""
+    n = n_in.size
+    if e.frontend_s_per_request > 0.0:
+        first, end = v0_run(p, e, n_in, n_out, np.full(n, n * e.frontend_s_per_request))
+        ttft = first
+    else:
+        first, end = v0_run(p, e, n_in, n_out)
+        ttft = first + p.ttft_overhead_s
     tpot = np.where(n_out > 1, (end - first) / np.maximum(n_out - 1, 1), 0.0)
-    return first + p.ttft_overhead_s, tpot
+    return ttft, tpot

@@ -28,6 +28,13 @@ an H100 SXM through vLLM's kernels; both vLLM versions pooled, an uncertainty ba
 * the TTFT overhead (non-GPU: HTTP, chat template, tokenisation) = mean over c = 1-8 of table 1's
   median TTFT minus the simulated median TTFT of the same closed loop without it.
 
+Table 5's serving-stack terms (the vllm-v0.6-multistep10 engine profile only; docs/calibration.md, "Table 5's
+TTFT"), from the rows the data README does not hold out (N = 10 / 20 / 40), never from N >= 80: the
+per-prefill-step cost is the N = 40 burst's measured prefill cadence minus the model's steps of the same
+requests, and the front-end delay per request is least squares on the N = 10 / 20 / 40 median TTFTs
+given it (autoscaler.sim.calibration.table5_prefill_step_extra_s, fit_table5_frontend). The report also
+gives what +-20 % of either does to the held-out rows.
+
 Hold-out (never fitted on): autoscaler.sim.calibration.holdout_points(), each point under the engine
 profile of its source (autoscaler.sim.engine_profile) and under the default vLLM V1 profile.
 """
@@ -47,12 +54,22 @@ import numpy.typing as npt
 import yaml
 
 from autoscaler.sim.calibration import (
+    N40_GROUP_PROMPTS,
+    N40_PLATEAU_S,
+    TABLE5_FIT_ROWS,
     BenchResult,
     HoldoutResult,
     accelmark_offline,
     closed_loop,
     evaluate_holdout,
+    fit_table5_frontend,
     sharegpt_like,
+    table5_prefill_step_extra_s,
+    table5_sensitivity,
+)
+from autoscaler.sim.engine_profile import (
+    LAMBDA_FRONTEND_S_PER_REQUEST,
+    LAMBDA_PREFILL_STEP_EXTRA_S,
 )
 from autoscaler.sim.profile import STEP_KEYS, Profile, load_profile
 
@@ -258,8 +275,37 @@ def report(f: Fit, p: Profile, hold: list[HoldoutResult]) -> str:
     for n, ref in ((1024, "0.0185"), (8192, "0.18"), (16384, "0.43"), (32768, "~1.05 (extrapolated)")):
         gpu = float(p.idle_ttft_s(np.array([n]))[0]) - p.ttft_overhead_s
         lines.append(f"| {n} | {float(p.prefill_s(float(n))):.3f} | {gpu:.3f} | {ref} |")
-    lines += _fit_target_lines(p) + _saturation_lines(p)
+    lines += _fit_target_lines(p) + _saturation_lines(p) + _table5_lines(p)
     return "\n".join(lines + _holdout_lines(hold)) + "\n"
+
+
+def table5_terms(p: Profile) -> tuple[float, float, dict[int, float]]:
+    """(prefill-step cost s, front-end delay s per request, fit-row residuals) of table 5's engine profile,
+    refitted from the N = 10 / 20 / 40 rows."""
+    extra = table5_prefill_step_extra_s(p)
+    frontend, res = fit_table5_frontend(p, extra)
+    return extra, frontend, res
+
+
+def _table5_lines(p: Profile) -> list[str]:
+    """Table 5's serving-stack terms: how they were obtained from the fit rows, and their sensitivity."""
+    extra, frontend, res = table5_terms(p)
+    gaps = np.diff(np.array(N40_PLATEAU_S)) / MS
+    fit_rows = " / ".join(str(n) for n in TABLE5_FIT_ROWS)
+    residuals = " / ".join(f"N = {n}: {_pct(r)}" for n, r in res.items())
+    step = (f"* prefill-step cost: N = 40 plateau gaps {gaps[0]:.1f} / {gaps[1]:.1f} ms for the prefill steps of "
+            f"{sum(N40_GROUP_PROMPTS[0]):,} / {sum(N40_GROUP_PROMPTS[1]):,} prompt tokens; model step minus that: "
+            f"**{extra / MS:.2f} ms** per prefill step (engine profile holds {LAMBDA_PREFILL_STEP_EXTRA_S / MS:.2f})")
+    front = (f"* front-end delay: least squares of the median TTFT on N = {fit_rows} (0.01 ms scan): "
+             f"**{frontend / MS:.2f} ms** per request in the burst (engine profile holds "
+             f"{LAMBDA_FRONTEND_S_PER_REQUEST / MS:.2f}); fit-row residuals {residuals}")
+    lines = ["", f"## Table 5 (Lambda burst, vLLM 0.6 multi-step): serving-stack terms, fitted on N = {fit_rows} only",
+             "", step, front, "",
+             "Held-out median TTFT error with the terms varied (`autoscaler.sim.calibration.table5_sensitivity`):", "",
+             "| variant | N = 80 | N = 160 | N = 320 |", "|---|---|---|---|"]
+    for name, errs in table5_sensitivity(p).items():
+        lines.append(f"| {name} | " + " | ".join(_pct(errs[n]) for n in (80, 160, 320)) + " |")
+    return lines
 
 
 def _holdout_lines(hold: list[HoldoutResult]) -> list[str]:
@@ -337,6 +383,13 @@ def main(argv: list[str] | None = None, run: Callable[[Profile], list[HoldoutRes
         if a.check:
             return 1
     p = _with(base, f.params)
+    extra, frontend, _ = table5_terms(p)
+    print(f"  table 5 prefill-step cost: {extra:.5g} s, front-end delay: {frontend:.5g} s per request")
+    if abs(extra - LAMBDA_PREFILL_STEP_EXTRA_S) > 1e-5 or abs(frontend - LAMBDA_FRONTEND_S_PER_REQUEST) > 2e-5:
+        print("engine_profile.py's table-5 terms differ from the fit:", (extra, LAMBDA_PREFILL_STEP_EXTRA_S),
+              (frontend, LAMBDA_FRONTEND_S_PER_REQUEST), file=sys.stderr)
+        if a.check:
+            return 1
     REPORT.write_text(report(f, p, run(p)))
     print(f"wrote {REPORT.relative_to(REPO)}")
     return 0
