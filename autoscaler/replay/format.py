@@ -680,6 +680,7 @@ def decode_header(doc: Any, source: str) -> Header:
 # interned with value 0.0 is not reused for a -0.0.
 
 _HUGE_INT: Final = re.compile(rb"\d{20}")
+_MAYBE_NEG_ZERO: Final = re.compile(rb"-0[.,\]}eE \t\r\n]").search
 _SAMPLE_CACHE_MAX: Final = 65_536
 _new_tuple = tuple.__new__
 _INFS: Final = (math.inf, -math.inf)
@@ -721,10 +722,8 @@ def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None
     b, r, ts = raw
     if type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
         raise _NotFast
-    if type(r) is int and type(b) is int:  # version 4, both numbered: maybe read before
-        h = layouts.hists.get((b, r, ts))
-        if h is not None:
-            return h
+    if type(r) is int and type(b) is int:  # version 4, both numbered
+        return layouts.hists.get((b, r, ts)) or _numbered_histogram(b, r, ts, layouts)
     if type(b) is int:
         if not layouts.numbers or not 0 <= b < len(layouts.ordered):
             raise _NotFast
@@ -745,13 +744,7 @@ def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None
         rates = layouts.rates_ordered[r]
         if len(rates) != len(bounds):
             raise _NotFast
-        h = LatencyHistogram(bounds, rates, ts)
-        if type(b) is int and ts != 0.0:  # -0.0 and 0.0 are one dict key: never interned
-            hists = layouts.hists
-            if len(hists) >= _HIST_CACHE_MAX:
-                hists.clear()
-            hists[b, r, ts] = h
-        return h
+        return LatencyHistogram(bounds, rates, ts)
     if type(r) is not list or set(map(type, r)) != _FLOAT_TYPE or not (0.0 <= min(r) and max(r) <= MAX_VALUE):
         raise _NotFast
     n = len(bounds)
@@ -769,12 +762,31 @@ def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None
 _HIST_CACHE_MAX: Final = 65_536
 
 
+def _numbered_histogram(b: int, r: int, ts: float, layouts: BucketLayouts) -> LatencyHistogram:
+    """The histogram `[layout number, rate vector number, timestamp]` (version 4) not read yet
+    at this timestamp, else `_NotFast`; interned (`_fast_histogram`)."""
+    if (not 0.0 <= ts <= MAX_TIMESTAMP or not layouts.numbers or not 0 <= b < len(layouts.ordered)
+            or not layouts.vectors or not 0 <= r < len(layouts.rates_ordered)):
+        raise _NotFast
+    bounds, rates = layouts.ordered[b], layouts.rates_ordered[r]
+    if len(rates) != len(bounds):
+        raise _NotFast
+    h = LatencyHistogram(bounds, rates, ts)
+    if ts != 0.0:  # -0.0 and 0.0 are one dict key: never interned
+        hists = layouts.hists
+        if len(hists) >= _HIST_CACHE_MAX:
+            hists.clear()
+        hists[b, r, ts] = h
+    return h
+
+
 def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
                layouts: BucketLayouts | None = None) -> Step | None:
     """The step of a well-formed line, or None: decode it with `decode_step` instead.
 
     The samples `[v, ts]` are interned inline (a call each would cost a tenth of the read): the
-    cached sample of `(v, ts)` unless `v` is -0.0 (equal to 0.0 as a key), else `_new_sample`."""
+    cached sample of `(v, ts)`, else `_new_sample`. A line that may hold a -0.0 (equal to 0.0 as
+    a cache key: a number that starts with "-0") is left to the reference path."""
     try:
         t = doc["t"]
         spec = doc.get("spec")
@@ -793,13 +805,14 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
         get = cache.get
         stages = _STAGES
         max_ts = MAX_TIMESTAMP
-        copysign = _copysign
         new_sample = _new_sample
         histogram = _fast_histogram
+        numbered_histogram = _numbered_histogram
         new_pod = _new_tuple
         pod_type = RecordedPod
         slo_ok = version >= 2 and layouts is not None
-        no_neg_zero = b"-0" not in line  # then no value is -0.0: a zero needs no sign check
+        if _MAYBE_NEG_ZERO(line):  # -0.0 equals 0.0 as a cache key: the reference path reads it
+            return None
         lay = layouts if layouts is not None else BucketLayouts(numbers=False)
         hget = lay.hists.get
         pods: list[RecordedPod] = []
@@ -811,24 +824,28 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                 name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt = p
                 if pt is not None:
                     v, ts = pt
-                    x = get((v, ts))
-                    pt = x if x is not None and (v or no_neg_zero or copysign(1.0, v) > 0.0) else new_sample(v, ts, cache)
+                    pt = get((v, ts)) or new_sample(v, ts, cache)
                 if gt is not None:
                     v, ts = gt
-                    x = get((v, ts))
-                    gt = x if x is not None and (v or no_neg_zero or copysign(1.0, v) > 0.0) else new_sample(v, ts, cache)
-                if ttft is not None:  # a histogram read before (both numbers, the timestamp) without a call
+                    gt = get((v, ts)) or new_sample(v, ts, cache)
+                if ttft is not None:
                     hb, hr, hts = ttft
-                    h = hget((hb, hr, hts)) if type(hr) is int and type(hb) is int and type(hts) is float else None
-                    ttft = h if h is not None else histogram(ttft, lay)
-                if tpot is not None:  # a histogram read before (both numbers, the timestamp) without a call
+                    if type(hr) is int and type(hb) is int and type(hts) is float:  # version 4, both numbered
+                        ttft = hget((hb, hr, hts)) or numbered_histogram(hb, hr, hts, lay)
+                    else:
+                        ttft = histogram(ttft, lay)
+                if tpot is not None:
                     hb, hr, hts = tpot
-                    h = hget((hb, hr, hts)) if type(hr) is int and type(hb) is int and type(hts) is float else None
-                    tpot = h if h is not None else histogram(tpot, lay)
-                if qt is not None:  # a histogram read before (both numbers, the timestamp) without a call
+                    if type(hr) is int and type(hb) is int and type(hts) is float:  # version 4, both numbered
+                        tpot = hget((hb, hr, hts)) or numbered_histogram(hb, hr, hts, lay)
+                    else:
+                        tpot = histogram(tpot, lay)
+                if qt is not None:
                     hb, hr, hts = qt
-                    h = hget((hb, hr, hts)) if type(hr) is int and type(hb) is int and type(hts) is float else None
-                    qt = h if h is not None else histogram(qt, lay)
+                    if type(hr) is int and type(hb) is int and type(hts) is float:  # version 4, both numbered
+                        qt = hget((hb, hr, hts)) or numbered_histogram(hb, hr, hts, lay)
+                    else:
+                        qt = histogram(qt, lay)
             else:
                 name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
                 pt = gt = ttft = tpot = qt = None
@@ -842,20 +859,16 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                 stage = stages[stage]
             if w is not None:
                 v, ts = w
-                x = get((v, ts))
-                w = x if x is not None and (v or no_neg_zero or copysign(1.0, v) > 0.0) else new_sample(v, ts, cache)
+                w = get((v, ts)) or new_sample(v, ts, cache)
             if r is not None:
                 v, ts = r
-                x = get((v, ts))
-                r = x if x is not None and (v or no_neg_zero or copysign(1.0, v) > 0.0) else new_sample(v, ts, cache)
+                r = get((v, ts)) or new_sample(v, ts, cache)
             if kv is not None:
                 v, ts = kv
-                x = get((v, ts))
-                kv = x if x is not None and (v or no_neg_zero or copysign(1.0, v) > 0.0) else new_sample(v, ts, cache)
+                kv = get((v, ts)) or new_sample(v, ts, cache)
             if c is not None:
                 v, ts = c
-                x = get((v, ts))
-                c = x if x is not None and (v or no_neg_zero or copysign(1.0, v) > 0.0) else new_sample(v, ts, cache)
+                c = get((v, ts)) or new_sample(v, ts, cache)
             if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
                 created = float(created)
                 if not 0.0 <= created <= max_ts:
