@@ -680,7 +680,8 @@ def decode_header(doc: Any, source: str) -> Header:
 # interned with value 0.0 is not reused for a -0.0.
 
 _HUGE_INT: Final = re.compile(rb"\d{20}")
-_MAYBE_NEG_ZERO: Final = re.compile(rb"-0[.,\]}eE \t\r\n]").search
+_NEG_ZERO: Final = re.compile(rb"-0[.,\]}eE \t\r\n]").search  # -0, -0.0, -0e1, -0.5 (not "qwen-00001")
+_NEG_TINY: Final = re.compile(rb"-[0-9.]+[eE]-").search  # -1e-400 (underflows to -0.0)
 _SAMPLE_CACHE_MAX: Final = 65_536
 _new_tuple = tuple.__new__
 _INFS: Final = (math.inf, -math.inf)
@@ -786,7 +787,8 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
 
     The samples `[v, ts]` are interned inline (a call each would cost a tenth of the read): the
     cached sample of `(v, ts)`, else `_new_sample`. A line that may hold a -0.0 (equal to 0.0 as
-    a cache key: a number that starts with "-0") is left to the reference path."""
+    a cache key: a number that starts with "-0", or a negative one with a negative exponent) is
+    left to the reference path."""
     try:
         t = doc["t"]
         spec = doc.get("spec")
@@ -811,8 +813,8 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
         new_pod = _new_tuple
         pod_type = RecordedPod
         slo_ok = version >= 2 and layouts is not None
-        if _MAYBE_NEG_ZERO(line):  # -0.0 equals 0.0 as a cache key: the reference path reads it
-            return None
+        if _NEG_ZERO(line) or (b"e-" in line or b"E-" in line) and _NEG_TINY(line):
+            return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
         lay = layouts if layouts is not None else BucketLayouts(numbers=False)
         hget = lay.hists.get
         pods: list[RecordedPod] = []

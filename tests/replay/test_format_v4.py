@@ -164,3 +164,20 @@ def test_beyond_the_vector_cap_rates_are_written_in_full_and_read_alike(tmp_path
     assert written == [[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 3.0], [0.0, 0.0, 0.0, 4.0],
                        0, 1, [0.0, 0.0, 0.0, 3.0], [0.0, 0.0, 0.0, 4.0]]
     assert read_recording(path).steps == tuple(steps)
+
+
+@pytest.mark.parametrize("negative_zero", ["-0.0", "-1e-400", "-12.5E-400", "-0e3"])
+def test_a_negative_zero_keeps_its_sign_next_to_a_zero_read_before(tmp_path: Path, negative_zero: str) -> None:
+    """The fast path interns samples by (value, timestamp), where -0.0 equals 0.0: a line that
+    may hold one (a pod named qwen-0.5 too) is read by the reference decoder, which keeps it."""
+    zero = '["qwen-00001",true,null,[0.0,99.0],[0.0,99.0],null,null,null,10.0,null,null]'
+    lines = [f'{{"t":100.0,"pods":[{zero}]}}',
+             f'{{"t":115.0,"pods":[["qwen-0.5",true,null,[0.0,99.0],[{negative_zero},99.0],null,null,null,10.0,null,'
+             f'null],{zero}]}}']
+    header = json.dumps({"format": "vqa-recording", "version": 4, "target": {"namespace": "llm", "deployment": "q"},
+                         "step_seconds": 15.0, "start": 100.0, "end": 115.0})
+    path = tmp_path / "r.jsonl.gz"
+    path.write_bytes(gzip.compress("\n".join([header, *lines, '{"end":true,"steps":2}', ""]).encode()))
+    second = read_recording(path).steps[1]
+    assert repr(second.pods[0].running) == "MetricSample(value=-0.0, timestamp=99.0)"
+    assert repr(second.pods[0].waiting) == repr(second.pods[1].waiting) == "MetricSample(value=0.0, timestamp=99.0)"
