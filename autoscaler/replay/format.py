@@ -352,12 +352,46 @@ def _histogram(h: LatencyHistogram | None, layouts: dict[tuple[float, ...], int]
 
 def _pod_entry(p: RecordedPod, layouts: dict[tuple[float, ...], int] | None = None,
                vectors: dict[tuple[Any, ...], int] | None = None) -> list[Any]:
-    """A pod's array: the 11 fields of version 1, then the 5 SLO fields unless all are null."""
+    """A pod's array: the 11 fields of version 1, then the 5 SLO fields unless all are null.
+    With `vectors` (version 4), a sample or histogram with the timestamp of the one before it in
+    the entry is written without it: a bare value, `[bounds, rates]`."""
+    if vectors is not None:
+        return _pod_entry_v4(p, layouts, vectors)
     entry = [p.name, p.ready, p.stage.value if p.stage else None, _sample(p.waiting), _sample(p.running),
              _sample(p.kv), p.kv_metric, _sample(p.completed), p.created, p.scheduled, p.ready_at]
     if (p.prompt_tokens or p.generation_tokens or p.ttft or p.tpot or p.queue_time) is not None:
         entry += [_sample(p.prompt_tokens), _sample(p.generation_tokens), _histogram(p.ttft, layouts, vectors),
                   _histogram(p.tpot, layouts, vectors), _histogram(p.queue_time, layouts, vectors)]
+    return entry
+
+
+def _pod_entry_v4(p: RecordedPod, layouts: dict[tuple[float, ...], int] | None,
+                  vectors: dict[tuple[Any, ...], int]) -> list[Any]:
+    prev: float | None = None
+
+    def sample(s: MetricSample | None) -> Any:
+        nonlocal prev
+        if s is None:
+            return None
+        if s.timestamp == prev and s.timestamp != 0.0:  # 0.0 may be -0.0: written as it is
+            return _num(s.value)
+        prev = s.timestamp
+        return [_num(s.value), s.timestamp]
+
+    def histogram(h: LatencyHistogram | None) -> Any:
+        nonlocal prev
+        out = _histogram(h, layouts, vectors)
+        if out is not None:
+            if out[2] == prev and out[2] != 0.0:
+                return out[:2]
+            prev = out[2]
+        return out
+
+    entry = [p.name, p.ready, p.stage.value if p.stage else None, sample(p.waiting), sample(p.running),
+             sample(p.kv), p.kv_metric, sample(p.completed), p.created, p.scheduled, p.ready_at]
+    if (p.prompt_tokens or p.generation_tokens or p.ttft or p.tpot or p.queue_time) is not None:
+        entry += [sample(p.prompt_tokens), sample(p.generation_tokens), histogram(p.ttft), histogram(p.tpot),
+                  histogram(p.queue_time)]
     return entry
 
 
@@ -566,22 +600,46 @@ def _decode_pod(p: Any, where: str, i: int, version: int, layouts: BucketLayouts
     name, ready, stage_raw, w, r, kv, kv_metric, c, created, scheduled, ready_at = p[:11]
     if not isinstance(name, str) or not isinstance(ready, bool) or not (kv_metric is None or isinstance(kv_metric, str)):
         raise TypeError(name)
+    at = f"{where} pods[{i}]"
+    prev: list[float] = []  # version 4: the timestamp of the entry's last sample or histogram
+
+    def sample(raw: Any, at: str) -> MetricSample | None:
+        if version >= 4 and raw is not None and not isinstance(raw, list):  # a bare value
+            if not prev:
+                raise RecordingError(f"{at}: a value without its timestamp, {_short(raw)}, before any sample with "
+                                     "one (allowed: [value, timestamp] first in a pod entry)")
+            raw = [raw, prev[0]]
+        s = _decode_sample(raw, at)
+        if s is not None:
+            prev[:] = [s.timestamp]
+        return s
+
+    def histogram(raw: Any, at: str) -> LatencyHistogram | None:
+        if version >= 4 and isinstance(raw, list) and len(raw) == 2:  # without its timestamp
+            if not prev:
+                raise RecordingError(f"{at}: a histogram without its timestamp before any sample with one "
+                                     "(allowed: [bounds, rates, timestamp] first in a pod entry)")
+            raw = [*raw, prev[0]]
+        h = _decode_histogram(raw, at, layouts, version)
+        if h is not None:
+            prev[:] = [h.timestamp]
+        return h
+
+    waiting, running, kv_s, completed = sample(w, where), sample(r, where), sample(kv, where), sample(c, where)
     slo: tuple[Any, ...] = (None,) * 5
     if len(p) > 11:
         pt, gt, ttft, tpot, qt = p[11:]
-        at = f"{where} pods[{i}]"
-        slo = (_decode_sample(pt, at), _decode_sample(gt, at), _decode_histogram(ttft, f"{at} ttft", layouts, version),
-               _decode_histogram(tpot, f"{at} tpot", layouts, version),
-               _decode_histogram(qt, f"{at} queue_time", layouts, version))
+        slo = (sample(pt, at), sample(gt, at), histogram(ttft, f"{at} ttft"), histogram(tpot, f"{at} tpot"),
+               histogram(qt, f"{at} queue_time"))
     return RecordedPod(
         name,
         ready,
         _STAGES[stage_raw] if stage_raw is not None else None,
-        None if w is None else _decode_sample(w, where),
-        None if r is None else _decode_sample(r, where),
-        None if kv is None else _decode_sample(kv, where),
+        waiting,
+        running,
+        kv_s,
         kv_metric,
-        None if c is None else _decode_sample(c, where),
+        completed,
         _opt_time(created, f"{where} pods[{i}] created"),
         _opt_time(scheduled, f"{where} pods[{i}] scheduled"),
         _opt_time(ready_at, f"{where} pods[{i}] ready_at"),
@@ -813,6 +871,7 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
         new_pod = _new_tuple
         pod_type = RecordedPod
         slo_ok = version >= 2 and layouts is not None
+        bare = version >= 4
         if _NEG_ZERO(line) or (b"e-" in line or b"E-" in line) and _NEG_TINY(line):
             return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
         lay = layouts if layouts is not None else BucketLayouts(numbers=False)
@@ -824,30 +883,6 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                 if not slo_ok:
                     return None
                 name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt = p
-                if pt is not None:
-                    v, ts = pt
-                    pt = get((v, ts)) or new_sample(v, ts, cache)
-                if gt is not None:
-                    v, ts = gt
-                    gt = get((v, ts)) or new_sample(v, ts, cache)
-                if ttft is not None:
-                    hb, hr, hts = ttft
-                    if type(hr) is int and type(hb) is int and type(hts) is float:  # version 4, both numbered
-                        ttft = hget((hb, hr, hts)) or numbered_histogram(hb, hr, hts, lay)
-                    else:
-                        ttft = histogram(ttft, lay)
-                if tpot is not None:
-                    hb, hr, hts = tpot
-                    if type(hr) is int and type(hb) is int and type(hts) is float:  # version 4, both numbered
-                        tpot = hget((hb, hr, hts)) or numbered_histogram(hb, hr, hts, lay)
-                    else:
-                        tpot = histogram(tpot, lay)
-                if qt is not None:
-                    hb, hr, hts = qt
-                    if type(hr) is int and type(hb) is int and type(hts) is float:  # version 4, both numbered
-                        qt = hget((hb, hr, hts)) or numbered_histogram(hb, hr, hts, lay)
-                    else:
-                        qt = histogram(qt, lay)
             else:
                 name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
                 pt = gt = ttft = tpot = qt = None
@@ -859,18 +894,100 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                 return None
             if stage is not None:
                 stage = stages[stage]
+            ts = None  # the timestamp of the last sample or histogram of this entry
             if w is not None:
-                v, ts = w
+                if type(w) is list:
+                    v, ts = w
+                elif bare:  # version 4: the timestamp of the sample before
+                    v = w
+                else:
+                    return None
                 w = get((v, ts)) or new_sample(v, ts, cache)
             if r is not None:
-                v, ts = r
-                r = get((v, ts)) or new_sample(v, ts, cache)
+                if type(r) is float and bare:  # version 4: the timestamp of the sample before
+                    r = get((r, ts)) or new_sample(r, ts, cache)
+                else:
+                    if type(r) is list:
+                        v, ts = r
+                    elif bare:
+                        v = r
+                    else:
+                        return None
+                    r = get((v, ts)) or new_sample(v, ts, cache)
             if kv is not None:
-                v, ts = kv
-                kv = get((v, ts)) or new_sample(v, ts, cache)
+                if type(kv) is float and bare:  # version 4: the timestamp of the sample before
+                    kv = get((kv, ts)) or new_sample(kv, ts, cache)
+                else:
+                    if type(kv) is list:
+                        v, ts = kv
+                    elif bare:
+                        v = kv
+                    else:
+                        return None
+                    kv = get((v, ts)) or new_sample(v, ts, cache)
             if c is not None:
-                v, ts = c
-                c = get((v, ts)) or new_sample(v, ts, cache)
+                if type(c) is float and bare:  # version 4: the timestamp of the sample before
+                    c = get((c, ts)) or new_sample(c, ts, cache)
+                else:
+                    if type(c) is list:
+                        v, ts = c
+                    elif bare:
+                        v = c
+                    else:
+                        return None
+                    c = get((v, ts)) or new_sample(v, ts, cache)
+            if pt is not None:
+                if type(pt) is float and bare:  # version 4: the timestamp of the sample before
+                    pt = get((pt, ts)) or new_sample(pt, ts, cache)
+                else:
+                    if type(pt) is list:
+                        v, ts = pt
+                    elif bare:
+                        v = pt
+                    else:
+                        return None
+                    pt = get((v, ts)) or new_sample(v, ts, cache)
+            if gt is not None:
+                if type(gt) is float and bare:  # version 4: the timestamp of the sample before
+                    gt = get((gt, ts)) or new_sample(gt, ts, cache)
+                else:
+                    if type(gt) is list:
+                        v, ts = gt
+                    elif bare:
+                        v = gt
+                    else:
+                        return None
+                    gt = get((v, ts)) or new_sample(v, ts, cache)
+            if ttft is not None:
+                if bare and len(ttft) == 2:  # version 4: the timestamp of the sample before
+                    hb, hr = ttft
+                else:
+                    hb, hr, ts = ttft
+                if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                    ttft = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                else:
+                    ttft = histogram([hb, hr, ts], lay)
+                ts = ttft.timestamp
+            if tpot is not None:
+                if bare and len(tpot) == 2:  # version 4: the timestamp of the sample before
+                    hb, hr = tpot
+                else:
+                    hb, hr, ts = tpot
+                if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                    tpot = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                else:
+                    tpot = histogram([hb, hr, ts], lay)
+                ts = tpot.timestamp
+            if qt is not None:
+                if bare and len(qt) == 2:  # version 4: the timestamp of the sample before
+                    hb, hr = qt
+                else:
+                    hb, hr, ts = qt
+                if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                    qt = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                else:
+                    qt = histogram([hb, hr, ts], lay)
+                ts = qt.timestamp
             if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
                 created = float(created)
                 if not 0.0 <= created <= max_ts:

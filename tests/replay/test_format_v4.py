@@ -59,11 +59,15 @@ def test_rates_are_written_once_without_their_tail_and_read_back_shared(tmp_path
     write_recording(path, Header("llm", "qwen", 15.0, 100.0, 130.0), steps)
     lines = _lines(path)
     assert lines[0]["version"] == FORMAT_VERSION == 4
+    # the pod's samples and histograms share a timestamp: written once, in the first sample
+    assert [line["pods"][0][3:8] for line in lines[1:-1]] == [[[1.0, 99.0], 1.0, 1.0, "vllm:kv_cache_usage_perc", 1.0],
+                                                              [[1.0, 114.0], 1.0, 1.0, "vllm:kv_cache_usage_perc", 1.0],
+                                                              [[1.0, 114.0], 1.0, 1.0, "vllm:kv_cache_usage_perc", 1.0]]
     hists = [[p[13], p[14]] for line in lines[1:-1] for p in line["pods"]]
-    assert hists[0] == [[[0.1, 0.5, 1.0, 2.5], [1.0, 3.0, 4.0], 99.0], [0, 0, 99.0]]  # a: vector 0, tail left out
-    assert hists[1] == [[0, 0, 99.0], [0, 0, 99.0]]
-    assert hists[2] == [[0, [0.0, 0.0, 2.0], 114.0], [0, 1, 114.0]]  # b: vector 1
-    assert hists[3:] == [[[0, 0, 114.0]] * 2, [[0, 1, 114.0]] * 2, [[0, 1, 129.0]] * 2]
+    assert hists[0] == [[[0.1, 0.5, 1.0, 2.5], [1.0, 3.0, 4.0]], [0, 0]]  # a: vector 0, tail left out
+    assert hists[1] == [[0, 0], [0, 0]]
+    assert hists[2] == [[0, [0.0, 0.0, 2.0]], [0, 1]]  # b: vector 1
+    assert hists[3:] == [[[0, 0]] * 2, [[0, 1]] * 2, [[0, 1]] * 2]
     rec = read_recording(path)
     assert rec.header.version == 4 and rec.steps == tuple(steps)
     read = [(p.ttft, p.tpot) for s in rec.steps for p in s.pods]
@@ -181,3 +185,101 @@ def test_a_negative_zero_keeps_its_sign_next_to_a_zero_read_before(tmp_path: Pat
     second = read_recording(path).steps[1]
     assert repr(second.pods[0].running) == "MetricSample(value=-0.0, timestamp=99.0)"
     assert repr(second.pods[0].waiting) == repr(second.pods[1].waiting) == "MetricSample(value=0.0, timestamp=99.0)"
+
+
+def test_timestamps_are_written_once_a_pod_unless_they_differ(tmp_path: Path) -> None:
+    s, later = MetricSample(2.0, 99.0), MetricSample(math.nan, 98.0)
+    h = LatencyHistogram(LE, (1.0, 2.0, 2.0, 2.0, 2.0), 99.0)
+    pod = RecordedPod("qwen-0", True, None, s, later, later, "vllm:kv_cache_usage_perc", s, 10.0, 11.0, 50.0,
+                      None, s, h, LatencyHistogram(LE, (1.0, 2.0, 2.0, 2.0, 2.0), 97.0), None)
+    path = tmp_path / "r.jsonl.gz"
+    write_recording(path, Header("llm", "qwen", 15.0, 100.0, 100.0), [Step(100.0, 1, 1, False, (pod,))])
+    entry = _lines(path)[1]["pods"][0]
+    assert entry[3:8] == [[2.0, 99.0], ["NaN", 98.0], "NaN", "vllm:kv_cache_usage_perc", [2.0, 99.0]]
+    assert entry[11:] == [None, 2.0, [[0.1, 0.5, 1.0, 2.5], [1.0, 2.0]], [0, 0, 97.0], None]
+    assert repr(read_recording(path).steps[0].pods) == repr((pod,))  # repr: NaN equals nothing
+
+
+@pytest.mark.parametrize(
+    ("version", "pod", "message"),
+    [
+        (4, ["qwen-0", True, None, 1.0, None, None, None, None, 10.0, None, None],
+         r"a value without its timestamp, 1.0, before any sample with one \(allowed: \[value, timestamp\] first"),
+        (4, V1[:3] + [None] * 5 + [10.0, None, None, None, None, [[0.5], [1.0, 2.0]], None, None],
+         "a histogram without its timestamp before any sample with one"),
+        (4, ["qwen-0", True, None, [1.0, 99.0], "x", None, None, None, 10.0, None, None],
+         r"expected \[value, timestamp\] or null"),
+        (3, ["qwen-0", True, None, [1.0, 99.0], 2.0, None, None, None, 10.0, None, None],
+         r"expected \[value, timestamp\] or null, got 2.0"),
+        (3, V1 + [None, None, [[0.5], [1.0, 2.0]], None, None], "expected a histogram"),
+    ],
+)
+def test_values_without_a_timestamp_before_them_fail_with_one_line(tmp_path: Path, version: int, pod: list[Any],
+                                                                   message: str) -> None:
+    with pytest.raises(RecordingError, match=message) as info:
+        read_recording(_write_lines(tmp_path / "r.jsonl.gz", version, [{"t": 100.0, "pods": [pod]}]))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        ["qwen-0", True, None, [1.0, 99.0], 2.0, "NaN", "vllm:kv_cache_usage_perc", 3, 10.0, None, None,
+         [4.0, 98], 5.0, [[0.5], [1.0]], [0, [1.0, 2.0], 97.0], [0, 0]],
+        ["qwen-0", True, None, [1, 99], 2, "+Inf", None, "-Inf", 10.0, None, None, None, None, [[], [1]], None, None],
+    ],
+)
+def test_fast_and_reference_decoders_agree_on_values_without_timestamps(tmp_path: Path, pod: list[Any]) -> None:
+    lines = [{"t": 100.0 + 15 * k, "pods": [pod, ["qwen-1", *pod[1:]]]} for k in range(2)]
+    rec = read_recording(_write_lines(tmp_path / "r.jsonl.gz", 4, lines))
+    layouts = BucketLayouts(numbers=True, vectors=True)
+    reference = tuple(decode_step(line, f"line {i}", 4, layouts) for i, line in enumerate(lines, start=2))
+    assert repr(rec.steps) == repr(reference)
+    assert rec.steps[0].pods[0].running is not None and rec.steps[0].pods[0].running.timestamp == 99.0
+
+
+def test_hostile_version_4_entries_read_as_the_reference_decoder_reads_them_or_fail_with_one_line(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.hardening.test_fuzz_readers import JSON_SCALARS, NUMBERS
+
+    small = st.sampled_from([0.0, 1.0, 2.5, 99.0, 0, 1, -0.0, "NaN"])
+    stamp = st.sampled_from([99.0, 98.0, 99, 0.0, -0.0])
+    good_sample = st.one_of(st.none(), small, st.tuples(small, stamp).map(list))
+    bad_sample = st.one_of(JSON_SCALARS, st.tuples(NUMBERS, NUMBERS).map(list))
+    good_histogram = st.tuples(st.sampled_from(
+        [[[0.5], [1.0, 2.0]], [[0.5], [1.0]], [[0.5], [-0.0]], [[0.5, 1.0], [0.0, 2.0]], [[], [3]], [0, [1.0]], [0, 0],
+         [0, 1], [1, [2.0]], [1, 0], [2, [1.0, 1.0]]]), st.one_of(st.none(), stamp)).map(
+        lambda x: x[0] if x[1] is None else [*x[0], x[1]])
+    rates = st.one_of(st.integers(-1, 2), st.lists(st.one_of(small, NUMBERS, JSON_SCALARS), max_size=4))
+    bounds = st.one_of(st.integers(-1, 2), st.sampled_from([[], [0.5], [0.5, 1.0]]))
+    bad_histogram = st.one_of(st.tuples(bounds, rates).map(list), st.tuples(bounds, rates, stamp).map(list),
+                              JSON_SCALARS)
+
+    @st.composite
+    def pod(draw: Any) -> list[Any]:  # each field valid 9 times in 10: whole entries read often enough
+        def field(good: Any, bad: Any) -> Any:
+            return draw(bad if draw(st.integers(0, 9)) == 0 else good)
+
+        f = [field(st.tuples(small, stamp).map(list), bad_sample)] + [field(good_sample, bad_sample) for _ in range(5)]
+        h = [field(st.one_of(st.none(), good_histogram), bad_histogram) for _ in range(3)]
+        return ["qwen-0", True, None, f[0], f[1], f[2], None, f[3], 10.0, None, None, f[4], f[5], *h]
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(pods=st.lists(pod(), min_size=2, max_size=2))
+    def check(pods: list[Any]) -> None:
+        lines = [{"t": 100.0 + 15 * k, "pods": [p]} for k, p in enumerate([*pods, *pods])]
+        path = _write_lines(tmp_path_factory.mktemp("fuzz") / "r.jsonl.gz", 4, lines)
+        try:
+            rec = read_recording(path)
+        except RecordingError as exc:
+            assert "\n" not in str(exc)
+            return
+        layouts = BucketLayouts(numbers=True, vectors=True)
+        reference = tuple(decode_step(json.loads(json.dumps(x)), f"line {i}", 4, layouts)
+                          for i, x in enumerate(lines, start=2))
+        assert repr(rec.steps) == repr(reference)
+
+    check()
