@@ -1,10 +1,11 @@
-"""The recording file: `vqa-recording` version 3, gzip-compressed JSON lines, one file. Version 1
+"""The recording file: `vqa-recording` version 4, gzip-compressed JSON lines, one file. Version 1
 files (no SLO signals) are still read: their pods have None for the version 2 fields; version 2
-files (bucket bounds written with every histogram) read as before.
+files (bucket bounds written with every histogram) and version 3 files (rates and timestamps
+written in full) read as before.
 
 Line 1, the header (a JSON object):
 
-    {"format": "vqa-recording", "version": 3,
+    {"format": "vqa-recording", "version": 4,
      "target": {"namespace": "llm", "deployment": "qwen"},
      "step_seconds": 15.0, "start": 1764700000.0, "end": 1764786400.0,
      "metadata": {...free-form provenance, see below...}}
@@ -12,9 +13,8 @@ Line 1, the header (a JSON object):
 Then one line per evaluation step, in time order (`t` = start + k * step_seconds):
 
     {"t": 1764700000.0, "spec": 3, "ready": 3, "rollout": false,
-     "pods": [["qwen-0", true, null, [4.0, 1764699999.2], [8.0, 1764699999.2],
-               [0.61, 1764699999.2], "vllm:kv_cache_usage_perc", [1.6, 1764699999.2],
-               1764690000.0, 1764690002.0, 1764690300.0]],
+     "pods": [["qwen-0", true, null, [4.0, 1764699999.2], 8.0, 0.61, "vllm:kv_cache_usage_perc",
+               1.6, 1764690000.0, 1764690002.0, 1764690300.0]],
      "demand": {"requests_per_second": 4.8, "prompt_tokens_per_second": 3100.0,
                 "generation_tokens_per_second": 900.0}}
 
@@ -33,9 +33,20 @@ Then one line per evaluation step, in time order (`t` = start + k * step_seconds
   file has it; the first `MAX_LAYOUTS` layouts so written are numbered 0, 1, ... in file order,
   and a later histogram with those bounds may give the number instead: `[0, [2.0, 6.0, 8.0],
   1764700014.2]` (version 2 repeated ~20 bounds per histogram, 3 histograms a pod, every step).
-* each signal is `[value, sample_timestamp]` exactly as a live `PrometheusSource.fetch()` at
-  `t` reads it (same PromQL, evaluated at `t`), or null when the pod had no series. Values
-  NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf" (strict JSON).
+  Version 4, the same for the rates: the trailing rates equal to the one before them are left
+  out (the reader repeats the last one written up to the layout's length: `[0, [2.0, 6.0],
+  ...]` is rates 2, 6, 6 for two bounds); a rate vector written in full is numbered 0, 1, ...
+  in file order (the first `MAX_RATE_VECTORS` distinct ones, except those holding "NaN" or
+  -0.0, which equal nothing or 0.0), and a later histogram with the same rates may give the
+  number instead: `[0, 3, 1764700014.2]`. A number that names nothing written before is an
+  error naming the histogram and the numbers allowed.
+* version 4: a signal or histogram whose sample timestamp is that of the one before it in the
+  pod's array (fields in order) is written without it: a bare value `8.0` for `[8.0,
+  1764699999.2]`, `[bounds, rates]` for a histogram; one before it in the array must have it.
+* each signal is `[value, sample_timestamp]` (or a bare value, above) exactly as a live
+  `PrometheusSource.fetch()` at `t` reads it (same PromQL, evaluated at `t`), or null when the
+  pod had no series. Values NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf"
+  (strict JSON).
 * `ready` of a pod: Ready condition (kube-state-metrics) or, without kube-state-metrics, the
   presence of a vLLM series; `stage` is null (serving or going away) or one of
   `unschedulable`, `scheduled`, `loading` for a pod on its way.
@@ -49,7 +60,8 @@ Limits of a file read (docs/limits.md): a line holds at most 64 MiB (decompresse
 bomb of one line is refused at 64 MiB, not grown to 2 GB), at most 1,000 blank lines, JSON nested
 at most 100 deep; times (`t`, `start`, `end`, sample timestamps, pod times) are Unix seconds from
 0 to 253402300799 (year 9999), `step_seconds` 0.001 .. 86400, a finite signal value or demand
-rate within +/-1e15 (NaN and +/-Inf as above), histogram bounds `le` 0 .. 1e9 or "+Inf".
+rate within +/-1e15 (NaN and +/-Inf as above), histogram bounds `le` 0 .. 1e9 or "+Inf"; at
+most `MAX_LAYOUTS` numbered layouts and `MAX_RATE_VECTORS` numbered rate vectors a file.
 A plain Prometheus export (one JSON document) holds at most 256 MiB.
 
 Metadata keys written by `autoscaler record`: `recorded_at`, `prometheus` (URL, credentials
