@@ -907,6 +907,7 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
             if stage is not None:
                 stage = stages[stage]
             ts = None  # the timestamp of the last sample or histogram of this entry
+            v = last = None  # the value and sample of the last sample
             if w is not None:
                 if type(w) is list:
                     v, ts = w
@@ -914,10 +915,14 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                     v = w
                 else:
                     return None
-                w = get((v, ts)) or new_sample(v, ts, cache)
+                last = w = get((v, ts)) or new_sample(v, ts, cache)
             if r is not None:
                 if type(r) is float and bare:  # version 4: the timestamp of the sample before
-                    r = get((r, ts)) or new_sample(r, ts, cache)
+                    if r == v:  # the value before too: the same sample
+                        r = last
+                    else:
+                        v = r
+                        last = r = get((v, ts)) or new_sample(v, ts, cache)
                 else:
                     if type(r) is list:
                         v, ts = r
@@ -925,10 +930,14 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                         v = r
                     else:
                         return None
-                    r = get((v, ts)) or new_sample(v, ts, cache)
+                    last = r = get((v, ts)) or new_sample(v, ts, cache)
             if kv is not None:
                 if type(kv) is float and bare:  # version 4: the timestamp of the sample before
-                    kv = get((kv, ts)) or new_sample(kv, ts, cache)
+                    if kv == v:  # the value before too: the same sample
+                        kv = last
+                    else:
+                        v = kv
+                        last = kv = get((v, ts)) or new_sample(v, ts, cache)
                 else:
                     if type(kv) is list:
                         v, ts = kv
@@ -936,10 +945,14 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                         v = kv
                     else:
                         return None
-                    kv = get((v, ts)) or new_sample(v, ts, cache)
+                    last = kv = get((v, ts)) or new_sample(v, ts, cache)
             if c is not None:
                 if type(c) is float and bare:  # version 4: the timestamp of the sample before
-                    c = get((c, ts)) or new_sample(c, ts, cache)
+                    if c == v:  # the value before too: the same sample
+                        c = last
+                    else:
+                        v = c
+                        last = c = get((v, ts)) or new_sample(v, ts, cache)
                 else:
                     if type(c) is list:
                         v, ts = c
@@ -947,10 +960,14 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                         v = c
                     else:
                         return None
-                    c = get((v, ts)) or new_sample(v, ts, cache)
+                    last = c = get((v, ts)) or new_sample(v, ts, cache)
             if pt is not None:
                 if type(pt) is float and bare:  # version 4: the timestamp of the sample before
-                    pt = get((pt, ts)) or new_sample(pt, ts, cache)
+                    if pt == v:  # the value before too: the same sample
+                        pt = last
+                    else:
+                        v = pt
+                        last = pt = get((v, ts)) or new_sample(v, ts, cache)
                 else:
                     if type(pt) is list:
                         v, ts = pt
@@ -958,10 +975,14 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                         v = pt
                     else:
                         return None
-                    pt = get((v, ts)) or new_sample(v, ts, cache)
+                    last = pt = get((v, ts)) or new_sample(v, ts, cache)
             if gt is not None:
                 if type(gt) is float and bare:  # version 4: the timestamp of the sample before
-                    gt = get((gt, ts)) or new_sample(gt, ts, cache)
+                    if gt == v:  # the value before too: the same sample
+                        gt = last
+                    else:
+                        v = gt
+                        last = gt = get((v, ts)) or new_sample(v, ts, cache)
                 else:
                     if type(gt) is list:
                         v, ts = gt
@@ -969,7 +990,7 @@ def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample],
                         v = gt
                     else:
                         return None
-                    gt = get((v, ts)) or new_sample(v, ts, cache)
+                    last = gt = get((v, ts)) or new_sample(v, ts, cache)
             if ttft is not None:
                 if bare and len(ttft) == 2:  # version 4: the timestamp of the sample before
                     hb, hr = ttft
