@@ -853,206 +853,222 @@ def _numbered_histogram(b: int, r: int, ts: float, layouts: BucketLayouts) -> La
 
 def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
                layouts: BucketLayouts | None = None) -> Step | None:
-    """The step of a well-formed line, or None: decode it with `decode_step` instead.
+    """The step of a well-formed line, or None: decode it with `decode_step` instead (see
+    `_fast_decoder`, which a file's read makes once)."""
+    return _fast_decoder(cache, version, layouts)(doc, line)
+
+
+def _fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION, layouts: BucketLayouts | None = None
+                  ) -> Callable[[dict[str, Any], bytes], Step | None]:
+    """`step(doc, line)`: the step of a well-formed line of a file of this version, or None:
+    decode it with `decode_step` instead. What every line needs is bound once, here.
 
     The samples `[v, ts]` are interned inline (a call each would cost a tenth of the read): the
     cached sample of `(v, ts)`, else `_new_sample`. A line that may hold a -0.0 (equal to 0.0 as
     a cache key: a number that starts with "-0", or a negative one with a negative exponent) is
     left to the reference path."""
-    try:
-        t = doc["t"]
-        spec = doc.get("spec")
-        ready = doc.get("ready")
-        rollout = doc.get("rollout", False)
-        pods_raw = doc.get("pods", [])
-        if (
-            type(t) is not float
-            or not 0.0 <= t <= MAX_TIMESTAMP
-            or not (spec is None or (type(spec) is int and 0 <= spec <= MAX_REPLICAS))
-            or not (ready is None or (type(ready) is int and 0 <= ready <= MAX_REPLICAS))
-            or not (rollout is False or rollout is True)
-            or type(pods_raw) is not list
-        ):
-            return None
-        get = cache.get
-        stages = _STAGES
-        max_ts = MAX_TIMESTAMP
-        new_sample = _new_sample
-        histogram = _fast_histogram
-        numbered_histogram = _numbered_histogram
-        new_pod = _new_tuple
-        pod_type = RecordedPod
-        slo_ok = version >= 2 and layouts is not None
-        bare = version >= 4
-        if _NEG_ZERO(line) or (b"e-" in line or b"E-" in line) and _NEG_TINY(line):
-            return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
-        lay = layouts if layouts is not None else BucketLayouts(numbers=False)
-        hget = lay.hists.get
-        pods: list[RecordedPod] = []
-        append = pods.append
-        for p in pods_raw:
-            if len(p) == 16:  # a version 2 pod with its SLO fields
-                if not slo_ok:
-                    return None
-                name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt = p
-            else:
-                name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
-                pt = gt = ttft = tpot = qt = None
+    get = cache.get
+    stages = _STAGES
+    max_ts = MAX_TIMESTAMP
+    max_value = MAX_VALUE
+    max_replicas = MAX_REPLICAS
+    new_sample = _new_sample
+    histogram = _fast_histogram
+    numbered_histogram = _numbered_histogram
+    new_pod = _new_tuple
+    pod_type = RecordedPod
+    new_step = Step
+    neg_zero, neg_tiny = _NEG_ZERO, _NEG_TINY
+    slo_ok = version >= 2 and layouts is not None
+    bare = version >= 4
+    lay = layouts if layouts is not None else BucketLayouts(numbers=False)
+    hget = lay.hists.get
+
+    def step(doc: dict[str, Any], line: bytes) -> Step | None:
+        try:
+            t = doc["t"]
+            spec = doc.get("spec")
+            ready = doc.get("ready")
+            rollout = doc.get("rollout", False)
+            pods_raw = doc.get("pods", [])
             if (
-                type(name) is not str
-                or not (pod_ready is True or pod_ready is False)
-                or not (kv_metric is None or type(kv_metric) is str)
+                type(t) is not float
+                or not 0.0 <= t <= max_ts
+                or not (spec is None or (type(spec) is int and 0 <= spec <= max_replicas))
+                or not (ready is None or (type(ready) is int and 0 <= ready <= max_replicas))
+                or not (rollout is False or rollout is True)
+                or type(pods_raw) is not list
             ):
                 return None
-            if stage is not None:
-                stage = stages[stage]
-            ts = None  # the timestamp of the last sample or histogram of this entry
-            v = last = None  # the value and sample of the last sample
-            if w is not None:
-                if type(w) is list:
-                    v, ts = w
-                elif bare:  # version 4: the timestamp of the sample before
-                    v = w
+            if neg_zero(line) or (b"e-" in line or b"E-" in line) and neg_tiny(line):
+                return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
+            pods: list[RecordedPod] = []
+            append = pods.append
+            for p in pods_raw:
+                if len(p) == 16:  # a version 2 pod with its SLO fields
+                    if not slo_ok:
+                        return None
+                    name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt = p
                 else:
+                    name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
+                    pt = gt = ttft = tpot = qt = None
+                if (
+                    type(name) is not str
+                    or not (pod_ready is True or pod_ready is False)
+                    or not (kv_metric is None or type(kv_metric) is str)
+                ):
                     return None
-                last = w = get((v, ts)) or new_sample(v, ts, cache)
-            if r is not None:
-                if type(r) is float and bare:  # version 4: the timestamp of the sample before
-                    if r == v:  # the value before too: the same sample
-                        r = last
+                if stage is not None:
+                    stage = stages[stage]
+                ts = None  # the timestamp of the last sample or histogram of this entry
+                v = last = None  # the value and sample of the last sample
+                if w is not None:
+                    if type(w) is list:
+                        v, ts = w
+                    elif bare:  # version 4: the timestamp of the sample before
+                        v = w
                     else:
-                        v = r
+                        return None
+                    last = w = get((v, ts)) or new_sample(v, ts, cache)
+                if r is not None:
+                    if type(r) is float and bare:  # version 4: the timestamp of the sample before
+                        if r == v:  # the value before too: the same sample
+                            r = last
+                        else:
+                            v = r
+                            last = r = get((v, ts)) or new_sample(v, ts, cache)
+                    else:
+                        if type(r) is list:
+                            v, ts = r
+                        elif bare:
+                            v = r
+                        else:
+                            return None
                         last = r = get((v, ts)) or new_sample(v, ts, cache)
-                else:
-                    if type(r) is list:
-                        v, ts = r
-                    elif bare:
-                        v = r
+                if kv is not None:
+                    if type(kv) is float and bare:  # version 4: the timestamp of the sample before
+                        if kv == v:  # the value before too: the same sample
+                            kv = last
+                        else:
+                            v = kv
+                            last = kv = get((v, ts)) or new_sample(v, ts, cache)
                     else:
-                        return None
-                    last = r = get((v, ts)) or new_sample(v, ts, cache)
-            if kv is not None:
-                if type(kv) is float and bare:  # version 4: the timestamp of the sample before
-                    if kv == v:  # the value before too: the same sample
-                        kv = last
-                    else:
-                        v = kv
+                        if type(kv) is list:
+                            v, ts = kv
+                        elif bare:
+                            v = kv
+                        else:
+                            return None
                         last = kv = get((v, ts)) or new_sample(v, ts, cache)
-                else:
-                    if type(kv) is list:
-                        v, ts = kv
-                    elif bare:
-                        v = kv
+                if c is not None:
+                    if type(c) is float and bare:  # version 4: the timestamp of the sample before
+                        if c == v:  # the value before too: the same sample
+                            c = last
+                        else:
+                            v = c
+                            last = c = get((v, ts)) or new_sample(v, ts, cache)
                     else:
-                        return None
-                    last = kv = get((v, ts)) or new_sample(v, ts, cache)
-            if c is not None:
-                if type(c) is float and bare:  # version 4: the timestamp of the sample before
-                    if c == v:  # the value before too: the same sample
-                        c = last
-                    else:
-                        v = c
+                        if type(c) is list:
+                            v, ts = c
+                        elif bare:
+                            v = c
+                        else:
+                            return None
                         last = c = get((v, ts)) or new_sample(v, ts, cache)
-                else:
-                    if type(c) is list:
-                        v, ts = c
-                    elif bare:
-                        v = c
+                if pt is not None:
+                    if type(pt) is float and bare:  # version 4: the timestamp of the sample before
+                        if pt == v:  # the value before too: the same sample
+                            pt = last
+                        else:
+                            v = pt
+                            last = pt = get((v, ts)) or new_sample(v, ts, cache)
                     else:
-                        return None
-                    last = c = get((v, ts)) or new_sample(v, ts, cache)
-            if pt is not None:
-                if type(pt) is float and bare:  # version 4: the timestamp of the sample before
-                    if pt == v:  # the value before too: the same sample
-                        pt = last
-                    else:
-                        v = pt
+                        if type(pt) is list:
+                            v, ts = pt
+                        elif bare:
+                            v = pt
+                        else:
+                            return None
                         last = pt = get((v, ts)) or new_sample(v, ts, cache)
-                else:
-                    if type(pt) is list:
-                        v, ts = pt
-                    elif bare:
-                        v = pt
+                if gt is not None:
+                    if type(gt) is float and bare:  # version 4: the timestamp of the sample before
+                        if gt == v:  # the value before too: the same sample
+                            gt = last
+                        else:
+                            v = gt
+                            last = gt = get((v, ts)) or new_sample(v, ts, cache)
                     else:
-                        return None
-                    last = pt = get((v, ts)) or new_sample(v, ts, cache)
-            if gt is not None:
-                if type(gt) is float and bare:  # version 4: the timestamp of the sample before
-                    if gt == v:  # the value before too: the same sample
-                        gt = last
-                    else:
-                        v = gt
+                        if type(gt) is list:
+                            v, ts = gt
+                        elif bare:
+                            v = gt
+                        else:
+                            return None
                         last = gt = get((v, ts)) or new_sample(v, ts, cache)
-                else:
-                    if type(gt) is list:
-                        v, ts = gt
-                    elif bare:
-                        v = gt
+                if ttft is not None:
+                    if bare and len(ttft) == 2:  # version 4: the timestamp of the sample before
+                        hb, hr = ttft
                     else:
+                        hb, hr, ts = ttft
+                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                        ttft = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                    else:
+                        ttft = histogram([hb, hr, ts], lay)
+                    ts = ttft.timestamp
+                if tpot is not None:
+                    if bare and len(tpot) == 2:  # version 4: the timestamp of the sample before
+                        hb, hr = tpot
+                    else:
+                        hb, hr, ts = tpot
+                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                        tpot = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                    else:
+                        tpot = histogram([hb, hr, ts], lay)
+                    ts = tpot.timestamp
+                if qt is not None:
+                    if bare and len(qt) == 2:  # version 4: the timestamp of the sample before
+                        hb, hr = qt
+                    else:
+                        hb, hr, ts = qt
+                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                        qt = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                    else:
+                        qt = histogram([hb, hr, ts], lay)
+                    ts = qt.timestamp
+                if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
+                    created = float(created)
+                    if not 0.0 <= created <= max_ts:
                         return None
-                    last = gt = get((v, ts)) or new_sample(v, ts, cache)
-            if ttft is not None:
-                if bare and len(ttft) == 2:  # version 4: the timestamp of the sample before
-                    hb, hr = ttft
-                else:
-                    hb, hr, ts = ttft
-                if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                    ttft = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                else:
-                    ttft = histogram([hb, hr, ts], lay)
-                ts = ttft.timestamp
-            if tpot is not None:
-                if bare and len(tpot) == 2:  # version 4: the timestamp of the sample before
-                    hb, hr = tpot
-                else:
-                    hb, hr, ts = tpot
-                if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                    tpot = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                else:
-                    tpot = histogram([hb, hr, ts], lay)
-                ts = tpot.timestamp
-            if qt is not None:
-                if bare and len(qt) == 2:  # version 4: the timestamp of the sample before
-                    hb, hr = qt
-                else:
-                    hb, hr, ts = qt
-                if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                    qt = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                else:
-                    qt = histogram([hb, hr, ts], lay)
-                ts = qt.timestamp
-            if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
-                created = float(created)
-                if not 0.0 <= created <= max_ts:
-                    return None
-            if scheduled is not None and (type(scheduled) is not float or not 0.0 <= scheduled <= max_ts):
-                scheduled = float(scheduled)
-                if not 0.0 <= scheduled <= max_ts:
-                    return None
-            if ready_at is not None and (type(ready_at) is not float or not 0.0 <= ready_at <= max_ts):
-                ready_at = float(ready_at)
-                if not 0.0 <= ready_at <= max_ts:
-                    return None
-            append(new_pod(pod_type, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at,
-                                      pt, gt, ttft, tpot, qt)))
-        demand_raw = doc.get("demand") or {}
-        if type(demand_raw) is not dict:
-            return None
-        demand: dict[str, Any] = {}
-        for key, v in demand_raw.items():
-            tv = type(v)
-            if tv is float and -MAX_VALUE <= v <= MAX_VALUE:
-                demand[key] = v
-            elif tv is int and -MAX_VALUE <= v <= MAX_VALUE:
-                demand[key] = float(v)
-            elif tv is dict and not _HUGE_INT.search(line) and all(type(x) is float for x in v.values()) and all(
-                    le in _LE_SEEN for le in v):
-                demand[key] = v  # e.g. histogram buckets, kept as read
-            else:
+                if scheduled is not None and (type(scheduled) is not float or not 0.0 <= scheduled <= max_ts):
+                    scheduled = float(scheduled)
+                    if not 0.0 <= scheduled <= max_ts:
+                        return None
+                if ready_at is not None and (type(ready_at) is not float or not 0.0 <= ready_at <= max_ts):
+                    ready_at = float(ready_at)
+                    if not 0.0 <= ready_at <= max_ts:
+                        return None
+                append(new_pod(pod_type, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at,
+                                          pt, gt, ttft, tpot, qt)))
+            demand_raw = doc.get("demand") or {}
+            if type(demand_raw) is not dict:
                 return None
-    except (KeyError, TypeError, ValueError, _NotFast):
-        return None
-    return Step(t, spec, ready, rollout, tuple(pods), demand)
+            demand: dict[str, Any] = {}
+            for key, v in demand_raw.items():
+                tv = type(v)
+                if tv is float and -max_value <= v <= max_value:
+                    demand[key] = v
+                elif tv is int and -max_value <= v <= max_value:
+                    demand[key] = float(v)
+                elif tv is dict and not _HUGE_INT.search(line) and all(type(x) is float for x in v.values()) and all(
+                        le in _LE_SEEN for le in v):
+                    demand[key] = v  # e.g. histogram buckets, kept as read
+                else:
+                    return None
+        except (KeyError, TypeError, ValueError, _NotFast):
+            return None
+        return new_step(t, spec, ready, rollout, tuple(pods), demand)
+
+    return step
 
 
 # --------------------------------------------------------------------------- reading
@@ -1191,7 +1207,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
         version = header.version
         layouts = BucketLayouts(numbers=version >= 3, vectors=version >= 4)
         fast_loads = _fast_loads
-        fast_step = _fast_step
+        fast_step = _fast_decoder(cache, version, layouts)
         blank = 0
         for lineno, raw in lines:
             step: Step | None = None
@@ -1201,7 +1217,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 except ValueError:
                     doc = None
                 if type(doc) is dict and doc.get("end") is not True and raw.endswith(b"\n"):
-                    step = fast_step(doc, raw, cache, version, layouts)
+                    step = fast_step(doc, raw)
             if step is None:  # the reference path: anything unusual, the trailer, every error
                 try:
                     line = raw.decode("utf-8")
