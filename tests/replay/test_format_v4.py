@@ -130,8 +130,8 @@ def test_fast_and_reference_decoders_agree_on_version_4(tmp_path: Path, hists: l
 @pytest.mark.parametrize(
     ("version", "histogram", "message"),
     [
-        (4, [[0.5, 1.0], 0, 99.0], r"rate vector 0 \(allowed: the number of a rate vector written in full before, "
-                                   "none so far"),
+        (4, [[0.5, 1.0], 0, 99.0], (r"rate vector 0 \(allowed: the number of a rate vector written in full before, "
+                                    "none so far")),
         (4, [[0.5, 1.0], -1, 99.0], "rate vector -1"),
         (4, [[0.5, 1.0], True, 99.0], "expected a histogram"),
         (4, [[0.5, 1.0], [], 99.0], "2 bounds and 0 rates"),
@@ -176,8 +176,8 @@ def test_a_negative_zero_keeps_its_sign_next_to_a_zero_read_before(tmp_path: Pat
     may hold one (a pod named qwen-0.5 too) is read by the reference decoder, which keeps it."""
     zero = '["qwen-00001",true,null,[0.0,99.0],[0.0,99.0],null,null,null,10.0,null,null]'
     lines = [f'{{"t":100.0,"pods":[{zero}]}}',
-             f'{{"t":115.0,"pods":[["qwen-0.5",true,null,[0.0,99.0],[{negative_zero},99.0],null,null,null,10.0,null,'
-             f'null],{zero}]}}']
+             (f'{{"t":115.0,"pods":[["qwen-0.5",true,null,[0.0,99.0],[{negative_zero},99.0],null,null,null,10.0,'
+              f'null,null],{zero}]}}')]
     header = json.dumps({"format": "vqa-recording", "version": 4, "target": {"namespace": "llm", "deployment": "q"},
                          "step_seconds": 15.0, "start": 100.0, "end": 115.0})
     path = tmp_path / "r.jsonl.gz"
