@@ -6,7 +6,8 @@ open-loop replay through the decision core with the default policy. Budget: < 10
 Writes the figures to benchmarks/results/replay.json; says OVER BUDGET on stderr when over
 budget, and then exits 1 only with --strict.
 
-Options (the machine is often shared: wall times are noisy, CPU times less so):
+Also the peak memory of the process after the read (`read_peak_rss_mib`: the recording as
+Python objects). Options (the machine is often shared: wall times are noisy, CPU times less so):
   --repeat N        time read + replay N times, keep the fastest (default 1)
   --breakdown       also time decide() alone over the same observations, so the replay's own
                     overhead (observations, ticks) is replay - decide
@@ -57,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 # uses only APIs that have not changed since the replay exists, and the replay's adapter of
 # decide() where it was before it moved to autoscaler.baselines).
 TIMED_RUN = """
-import json, sys, time
+import json, resource, sys, time
 from autoscaler.policy import PolicyParams
 from autoscaler.replay.open_loop import replay
 try:
@@ -73,10 +74,11 @@ except ImportError:
 w0, c0 = time.perf_counter(), time.process_time()
 recording = read_recording(sys.argv[1])
 w1, c1 = time.perf_counter(), time.process_time()
+read_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # peak so far: the read's, in MiB
 result = replay(recording, policy)
 w2, c2 = time.perf_counter(), time.process_time()
 print(json.dumps({"read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds": c1 - c0,
-                  "replay_cpu_seconds": c2 - c1,
+                  "replay_cpu_seconds": c2 - c1, "read_peak_rss_mib": read_rss,
                   "ticks_differing": sum(1 for t in result.ticks if t.differs)}))
 """
 
@@ -201,6 +203,7 @@ def main() -> int:
         "replay_us_per_tick": round(best["replay_seconds"] / steps * 1e6, 1),
         "read_cpu_seconds": round(best["read_cpu_seconds"], 3),
         "replay_cpu_seconds": round(best["replay_cpu_seconds"], 3),
+        "read_peak_rss_mib": round(best["read_peak_rss_mib"]),
         "runs": len(runs),
         "ticks_differing_from_recorded_hpa": best["ticks_differing"],
     }
@@ -219,6 +222,7 @@ def main() -> int:
             "total_seconds": round(b["read_seconds"] + b["replay_seconds"], 3),
             "read_cpu_seconds": round(b["read_cpu_seconds"], 3),
             "replay_cpu_seconds": round(b["replay_cpu_seconds"], 3),
+            "read_peak_rss_mib": round(b["read_peak_rss_mib"]),
             "runs": len(base_runs),
             "ticks_differing_from_recorded_hpa": b["ticks_differing"],
         }

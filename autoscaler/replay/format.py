@@ -1,10 +1,11 @@
-"""The recording file: `vqa-recording` version 3, gzip-compressed JSON lines, one file. Version 1
+"""The recording file: `vqa-recording` version 4, gzip-compressed JSON lines, one file. Version 1
 files (no SLO signals) are still read: their pods have None for the version 2 fields; version 2
-files (bucket bounds written with every histogram) read as before.
+files (bucket bounds written with every histogram) and version 3 files (rates and timestamps
+written in full) read as before.
 
 Line 1, the header (a JSON object):
 
-    {"format": "vqa-recording", "version": 3,
+    {"format": "vqa-recording", "version": 4,
      "target": {"namespace": "llm", "deployment": "qwen"},
      "step_seconds": 15.0, "start": 1764700000.0, "end": 1764786400.0,
      "metadata": {...free-form provenance, see below...}}
@@ -12,9 +13,8 @@ Line 1, the header (a JSON object):
 Then one line per evaluation step, in time order (`t` = start + k * step_seconds):
 
     {"t": 1764700000.0, "spec": 3, "ready": 3, "rollout": false,
-     "pods": [["qwen-0", true, null, [4.0, 1764699999.2], [8.0, 1764699999.2],
-               [0.61, 1764699999.2], "vllm:kv_cache_usage_perc", [1.6, 1764699999.2],
-               1764690000.0, 1764690002.0, 1764690300.0]],
+     "pods": [["qwen-0", true, null, [4.0, 1764699999.2], 8.0, 0.61, "vllm:kv_cache_usage_perc",
+               1.6, 1764690000.0, 1764690002.0, 1764690300.0]],
      "demand": {"requests_per_second": 4.8, "prompt_tokens_per_second": 3100.0,
                 "generation_tokens_per_second": 900.0}}
 
@@ -33,9 +33,20 @@ Then one line per evaluation step, in time order (`t` = start + k * step_seconds
   file has it; the first `MAX_LAYOUTS` layouts so written are numbered 0, 1, ... in file order,
   and a later histogram with those bounds may give the number instead: `[0, [2.0, 6.0, 8.0],
   1764700014.2]` (version 2 repeated ~20 bounds per histogram, 3 histograms a pod, every step).
-* each signal is `[value, sample_timestamp]` exactly as a live `PrometheusSource.fetch()` at
-  `t` reads it (same PromQL, evaluated at `t`), or null when the pod had no series. Values
-  NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf" (strict JSON).
+  Version 4, the same for the rates: the trailing rates equal to the one before them are left
+  out (the reader repeats the last one written up to the layout's length: `[0, [2.0, 6.0],
+  ...]` is rates 2, 6, 6 for two bounds); a rate vector written in full is numbered 0, 1, ...
+  in file order (the first `MAX_RATE_VECTORS` distinct ones, except those holding "NaN" or
+  -0.0, which equal nothing or 0.0), and a later histogram with the same rates may give the
+  number instead: `[0, 3, 1764700014.2]`. A number that names nothing written before is an
+  error naming the histogram and the numbers allowed.
+* version 4: a signal or histogram whose sample timestamp is that of the one before it in the
+  pod's array (fields in order) is written without it: a bare value `8.0` for `[8.0,
+  1764699999.2]`, `[bounds, rates]` for a histogram; one before it in the array must have it.
+* each signal is `[value, sample_timestamp]` (or a bare value, above) exactly as a live
+  `PrometheusSource.fetch()` at `t` reads it (same PromQL, evaluated at `t`), or null when the
+  pod had no series. Values NaN, +Inf, -Inf are written as the strings "NaN", "+Inf", "-Inf"
+  (strict JSON).
 * `ready` of a pod: Ready condition (kube-state-metrics) or, without kube-state-metrics, the
   presence of a vLLM series; `stage` is null (serving or going away) or one of
   `unschedulable`, `scheduled`, `loading` for a pod on its way.
@@ -49,7 +60,8 @@ Limits of a file read (docs/limits.md): a line holds at most 64 MiB (decompresse
 bomb of one line is refused at 64 MiB, not grown to 2 GB), at most 1,000 blank lines, JSON nested
 at most 100 deep; times (`t`, `start`, `end`, sample timestamps, pod times) are Unix seconds from
 0 to 253402300799 (year 9999), `step_seconds` 0.001 .. 86400, a finite signal value or demand
-rate within +/-1e15 (NaN and +/-Inf as above), histogram bounds `le` 0 .. 1e9 or "+Inf".
+rate within +/-1e15 (NaN and +/-Inf as above), histogram bounds `le` 0 .. 1e9 or "+Inf"; at
+most `MAX_LAYOUTS` numbered layouts and `MAX_RATE_VECTORS` numbered rate vectors a file.
 A plain Prometheus export (one JSON document) holds at most 256 MiB.
 
 Metadata keys written by `autoscaler record`: `recorded_at`, `prometheus` (URL, credentials
@@ -90,8 +102,8 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib rea
     _fast_loads = _stdlib_loads
 
 FORMAT_NAME: Final = "vqa-recording"
-FORMAT_VERSION: Final = 3
-READ_VERSIONS: Final = (1, 2, 3)
+FORMAT_VERSION: Final = 4
+READ_VERSIONS: Final = (1, 2, 3, 4)
 
 SIGNAL_KEYS: Final = ("waiting", "running", "kv", "completed")
 
@@ -107,6 +119,8 @@ MAX_BUCKETS: Final = 64
 """Buckets of one recorded latency histogram, +Inf included (the adapter's cap)."""
 MAX_LAYOUTS: Final = 1_000
 """Bucket layouts of one file that get a number (version 3); later ones are written in full."""
+MAX_RATE_VECTORS: Final = 65_536
+"""Histogram rate vectors of one file that get a number (version 4); later ones are written in full."""
 STEP_SECONDS_RANGE: Final = (0.001, 86_400.0)
 
 
@@ -122,14 +136,35 @@ class BucketLayouts:
     bounds written in full is numbered 0, 1, ... in file order (the first `MAX_LAYOUTS` of
     them), and a later histogram may name that number instead. Also what makes the histograms
     of a file share one bounds tuple per layout (any version), so that the decision core
-    recognises it without a comparison."""
+    recognises it without a comparison.
 
-    __slots__ = ("by_bounds", "numbers", "ordered")
+    Version 4 numbers rate vectors the same way (`add_rates`, the first `MAX_RATE_VECTORS`
+    distinct ones written in full, see `numbered_rates`): equal vectors are then one tuple."""
 
-    def __init__(self, numbers: bool) -> None:
+    __slots__ = ("by_bounds", "hists", "numbers", "ordered", "rates_by_value", "rates_ordered", "vectors")
+
+    def __init__(self, numbers: bool, vectors: bool = False) -> None:
         self.numbers = numbers  # whether the file may name a layout by its number (version >= 3)
+        self.vectors = vectors  # whether it may name a rate vector, or leave out a repeated tail (version >= 4)
         self.by_bounds: dict[tuple[float, ...], tuple[float, ...]] = {}  # finite bounds -> with +Inf
         self.ordered: list[tuple[float, ...]] = []
+        self.rates_by_value: dict[tuple[float, ...], tuple[float, ...]] = {}
+        self.rates_ordered: list[tuple[float, ...]] = []
+        self.hists: dict[tuple[int, int, float], LatencyHistogram] = {}  # the fast path's, see _fast_histogram
+
+    def add_rates(self, rates: tuple[float, ...]) -> tuple[float, ...]:
+        """The rate vector read in full (padded), numbered if the writer numbered it: the one
+        tuple already numbered when equal, else numbered if `numbered_rates` and room is left.
+        Idempotent: a line decoded twice (fast path, then the reference) numbers nothing twice."""
+        if not self.vectors or not numbered_rates(rates):
+            return rates
+        known = self.rates_by_value.get(rates)
+        if known is not None:
+            return known
+        if len(self.rates_ordered) < MAX_RATE_VECTORS:
+            self.rates_by_value[rates] = rates
+            self.rates_ordered.append(rates)
+        return rates
 
     def add(self, finite: tuple[float, ...]) -> tuple[float, ...]:
         """The bounds with +Inf for these finite ones, numbered if new and room is left."""
@@ -259,15 +294,43 @@ SLO_FIELDS: Final = ("prompt_tokens", "generation_tokens", "ttft", "tpot", "queu
 POD_FIELDS: Final = POD_FIELDS_V1 + SLO_FIELDS
 
 
+def numbered_rates(rates: tuple[Any, ...]) -> bool:
+    """Whether a rate vector may get a number (version 4), on the writer's side (values as
+    written) and the reader's alike: every value a number (no NaN, which equals nothing) and
+    no -0.0 (which a dict key confuses with 0.0)."""
+    if "NaN" in rates:
+        return False
+    total = sum(rates)
+    if total != total:
+        return False
+    return not (0.0 in rates and any(r == 0.0 and math.copysign(1.0, r) < 0.0 for r in rates))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two written rates that read back as the same value (0.0 and -0.0 do not)."""
+    return type(a) is type(b) and a == b and (a != 0 or math.copysign(1.0, a) == math.copysign(1.0, b))
+
+
+def _trimmed(written: list[Any]) -> list[Any]:
+    """Version 4: the trailing values equal to the one before them left out (the reader pads
+    the vector to the layout's length with the last value written)."""
+    n = len(written)
+    while n > 1 and _same(written[n - 1], written[n - 2]):
+        n -= 1
+    return written[:n]
+
+
 def _rate(value: float) -> float | str:
     """A bucket rate as written: a number 0 .. MAX_VALUE, else "NaN" (its health is NAN either way)."""
     return value if 0.0 <= value <= MAX_VALUE else "NaN"
 
 
-def _histogram(h: LatencyHistogram | None, layouts: dict[tuple[float, ...], int] | None = None) -> list[Any] | None:
+def _histogram(h: LatencyHistogram | None, layouts: dict[tuple[float, ...], int] | None = None,
+               vectors: dict[tuple[Any, ...], int] | None = None) -> list[Any] | None:
     """`[finite bounds, rates (one more: +Inf), timestamp]`; null for what no reader would take
     (bounds not ascending within 0 .. MAX_LE ending at +Inf, more than MAX_BUCKETS, lengths differ).
-    With `layouts` (the file's, version 3): the bounds written in full once, then by number."""
+    With `layouts` (the file's, version 3): the bounds written in full once, then by number.
+    With `vectors` (the file's, version 4): the rates likewise, and their repeated tail left out."""
     if h is None:
         return None
     bounds, rates = h.upper_bounds, h.cumulative_per_second
@@ -276,30 +339,80 @@ def _histogram(h: LatencyHistogram | None, layouts: dict[tuple[float, ...], int]
             or not all(0.0 <= b <= MAX_LE for b in finite) or any(b2 <= b1 for b1, b2 in zip(finite, finite[1:]))
             or not 0.0 <= h.timestamp <= MAX_TIMESTAMP):
         return None
+    written: Any = [_rate(r) for r in rates]
+    if vectors is not None:
+        values = tuple(written)
+        if numbered_rates(values):
+            number = vectors.get(values)
+            if number is not None:
+                written = number
+            else:
+                if len(vectors) < MAX_RATE_VECTORS:
+                    vectors[values] = len(vectors)
+                written = _trimmed(written)
+        else:
+            written = _trimmed(written)
     if layouts is not None:
         key = tuple(finite)
         number = layouts.get(key)
         if number is not None:
-            return [number, [_rate(r) for r in rates], h.timestamp]
+            return [number, written, h.timestamp]
         if len(layouts) < MAX_LAYOUTS:
             layouts[key] = len(layouts)
-    return [list(finite), [_rate(r) for r in rates], h.timestamp]
+    return [list(finite), written, h.timestamp]
 
 
-def _pod_entry(p: RecordedPod, layouts: dict[tuple[float, ...], int] | None = None) -> list[Any]:
-    """A pod's array: the 11 fields of version 1, then the 5 SLO fields unless all are null."""
+def _pod_entry(p: RecordedPod, layouts: dict[tuple[float, ...], int] | None = None,
+               vectors: dict[tuple[Any, ...], int] | None = None) -> list[Any]:
+    """A pod's array: the 11 fields of version 1, then the 5 SLO fields unless all are null.
+    With `vectors` (version 4), a sample or histogram with the timestamp of the one before it in
+    the entry is written without it: a bare value, `[bounds, rates]`."""
+    if vectors is not None:
+        return _pod_entry_v4(p, layouts, vectors)
     entry = [p.name, p.ready, p.stage.value if p.stage else None, _sample(p.waiting), _sample(p.running),
              _sample(p.kv), p.kv_metric, _sample(p.completed), p.created, p.scheduled, p.ready_at]
     if (p.prompt_tokens or p.generation_tokens or p.ttft or p.tpot or p.queue_time) is not None:
-        entry += [_sample(p.prompt_tokens), _sample(p.generation_tokens), _histogram(p.ttft, layouts),
-                  _histogram(p.tpot, layouts), _histogram(p.queue_time, layouts)]
+        entry += [_sample(p.prompt_tokens), _sample(p.generation_tokens), _histogram(p.ttft, layouts, vectors),
+                  _histogram(p.tpot, layouts, vectors), _histogram(p.queue_time, layouts, vectors)]
     return entry
 
 
-def encode_step(step: Step, layouts: dict[tuple[float, ...], int] | None = None) -> dict[str, Any]:
+def _pod_entry_v4(p: RecordedPod, layouts: dict[tuple[float, ...], int] | None,
+                  vectors: dict[tuple[Any, ...], int]) -> list[Any]:
+    prev: float | None = None
+
+    def sample(s: MetricSample | None) -> Any:
+        nonlocal prev
+        if s is None:
+            return None
+        if s.timestamp == prev and s.timestamp != 0.0:  # 0.0 may be -0.0: written as it is
+            return _num(s.value)
+        prev = s.timestamp
+        return [_num(s.value), s.timestamp]
+
+    def histogram(h: LatencyHistogram | None) -> Any:
+        nonlocal prev
+        out = _histogram(h, layouts, vectors)
+        if out is not None:
+            if out[2] == prev and out[2] != 0.0:
+                return out[:2]
+            prev = out[2]
+        return out
+
+    entry = [p.name, p.ready, p.stage.value if p.stage else None, sample(p.waiting), sample(p.running),
+             sample(p.kv), p.kv_metric, sample(p.completed), p.created, p.scheduled, p.ready_at]
+    if (p.prompt_tokens or p.generation_tokens or p.ttft or p.tpot or p.queue_time) is not None:
+        entry += [sample(p.prompt_tokens), sample(p.generation_tokens), histogram(p.ttft), histogram(p.tpot),
+                  histogram(p.queue_time)]
+    return entry
+
+
+def encode_step(step: Step, layouts: dict[tuple[float, ...], int] | None = None,
+                vectors: dict[tuple[Any, ...], int] | None = None) -> dict[str, Any]:
     """A step's line; `layouts`: the bucket layouts of the file written so far (numbered in
-    order; updated), or None to write every histogram's bounds in full."""
-    pods = [_pod_entry(p, layouts) for p in step.pods]
+    order; updated), or None to write every histogram's bounds in full; `vectors` the same for
+    rate vectors (version 4), or None to write every histogram's rates in full."""
+    pods = [_pod_entry(p, layouts, vectors) for p in step.pods]
     out: dict[str, Any] = {"t": step.t, "spec": step.spec, "ready": step.ready, "rollout": step.rollout, "pods": pods}
     if step.demand:
         out["demand"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in step.demand.items()}
@@ -327,13 +440,14 @@ def write_recording(path: str | Path, header: Header, steps: Iterable[Step]) -> 
     `path`: killed mid-write, the previous file stays whole); returns the number of steps."""
     n = 0
     layouts: dict[tuple[float, ...], int] = {}
+    vectors: dict[tuple[Any, ...], int] = {}
     final = Path(path)
     with atomic_path(final) as tmp, open(tmp, "wb") as raw, gzip.GzipFile(
         filename=str(final), mode="wb", compresslevel=6, fileobj=raw  # the gzip header names `path`, as before
     ) as gz, io.TextIOWrapper(gz, encoding="utf-8") as fh:
         fh.write(_dumps(encode_header(header)) + "\n")
         for step in steps:
-            fh.write(_dumps(encode_step(step, layouts)) + "\n")
+            fh.write(_dumps(encode_step(step, layouts, vectors)) + "\n")
             n += 1
         fh.write(_dumps({"end": True, "steps": n}) + "\n")
     return n
@@ -432,18 +546,35 @@ def _opt_int(raw: Any, where: str) -> int | None:
     return int(raw)
 
 
-def _decode_histogram(raw: Any, where: str, layouts: BucketLayouts | None = None) -> LatencyHistogram | None:
+def _decode_histogram(raw: Any, where: str, layouts: BucketLayouts | None = None,
+                      version: int = FORMAT_VERSION) -> LatencyHistogram | None:
     """`[finite bounds, rates, timestamp]` (see `_histogram`), in version 3 also `[layout
-    number, rates, timestamp]`, or null; RecordingError otherwise."""
+    number, rates, timestamp]`, in version 4 also a rate vector number for the rates or the
+    rates without their repeated tail, or null; RecordingError otherwise."""
     if raw is None:
         return None
+    v4 = version >= 4
     numbered = layouts is not None and layouts.numbers and isinstance(raw, list) and len(raw) == 3 and type(
         raw[0]) is int
-    if not isinstance(raw, list) or len(raw) != 3 or not (numbered or isinstance(raw[0], list)) or not isinstance(
-            raw[1], list):
+    rates_numbered = v4 and isinstance(raw, list) and len(raw) == 3 and type(raw[1]) is int
+    if not isinstance(raw, list) or len(raw) != 3 or not (numbered or isinstance(raw[0], list)) or not (
+            rates_numbered or isinstance(raw[1], list)):
         what = "[bounds or layout number, rates, timestamp]" if layouts is not None and layouts.numbers else (
             "[bounds, rates, timestamp]")
+        if v4:
+            what = "[bounds or layout number, rates or rate vector number, timestamp]"
         raise RecordingError(f"{where}: expected a histogram {what} or null, got {_short(raw)}")
+    if rates_numbered:
+        vectors = layouts.rates_ordered if layouts is not None else []
+        number = raw[1]
+        if not 0 <= number < len(vectors):
+            allowed = f"0 .. {len(vectors) - 1}" if vectors else "none so far"
+            raise RecordingError(f"{where}: histogram rate vector {number} (allowed: the number of a rate vector "
+                                 f"written in full before, {allowed})")
+        shared = vectors[number]
+        raw = [raw[0], list(shared), raw[2]]
+    elif v4 and not numbered and 0 < len(raw[1]) < len(raw[0]) + 1:
+        raw = [raw[0], raw[1] + [raw[1][-1]] * (len(raw[0]) + 1 - len(raw[1])), raw[2]]
     if numbered:
         assert layouts is not None
         number, rates_raw, ts = raw
@@ -451,6 +582,8 @@ def _decode_histogram(raw: Any, where: str, layouts: BucketLayouts | None = None
             raise RecordingError(f"{where}: histogram bucket layout {number} (allowed: the number of a layout "
                                  f"written in full before, 0 .. {len(layouts.ordered) - 1})")
         raw = [list(layouts.ordered[number][:-1]), rates_raw, ts]
+        if v4 and not rates_numbered and 0 < len(rates_raw) < len(raw[0]) + 1:
+            raw[1] = rates_raw + [rates_raw[-1]] * (len(raw[0]) + 1 - len(rates_raw))
     bounds_raw, rates_raw, ts = raw
     if len(bounds_raw) >= MAX_BUCKETS or len(rates_raw) != len(bounds_raw) + 1:
         raise RecordingError(f"{where}: histogram of {len(bounds_raw)} bounds and {len(rates_raw)} rates (allowed: "
@@ -464,6 +597,10 @@ def _decode_histogram(raw: Any, where: str, layouts: BucketLayouts | None = None
         raise RecordingError(f"{where}: histogram rates {_short(rates_raw)} (allowed: NaN or numbers 0 .. "
                              f"{MAX_VALUE:g})")
     full = (*bounds, math.inf) if layouts is None else layouts.add(bounds)
+    if rates_numbered:
+        rates = shared
+    elif layouts is not None:
+        rates = layouts.add_rates(rates)
     return LatencyHistogram(full, rates, _time(ts, f"{where} histogram timestamp"))
 
 
@@ -475,21 +612,46 @@ def _decode_pod(p: Any, where: str, i: int, version: int, layouts: BucketLayouts
     name, ready, stage_raw, w, r, kv, kv_metric, c, created, scheduled, ready_at = p[:11]
     if not isinstance(name, str) or not isinstance(ready, bool) or not (kv_metric is None or isinstance(kv_metric, str)):
         raise TypeError(name)
+    at = f"{where} pods[{i}]"
+    prev: list[float] = []  # version 4: the timestamp of the entry's last sample or histogram
+
+    def sample(raw: Any, at: str) -> MetricSample | None:
+        if version >= 4 and raw is not None and not isinstance(raw, list):  # a bare value
+            if not prev:
+                raise RecordingError(f"{at}: a value without its timestamp, {_short(raw)}, before any sample with "
+                                     "one (allowed: [value, timestamp] first in a pod entry)")
+            raw = [raw, prev[0]]
+        s = _decode_sample(raw, at)
+        if s is not None:
+            prev[:] = [s.timestamp]
+        return s
+
+    def histogram(raw: Any, at: str) -> LatencyHistogram | None:
+        if version >= 4 and isinstance(raw, list) and len(raw) == 2:  # without its timestamp
+            if not prev:
+                raise RecordingError(f"{at}: a histogram without its timestamp before any sample with one "
+                                     "(allowed: [bounds, rates, timestamp] first in a pod entry)")
+            raw = [*raw, prev[0]]
+        h = _decode_histogram(raw, at, layouts, version)
+        if h is not None:
+            prev[:] = [h.timestamp]
+        return h
+
+    waiting, running, kv_s, completed = sample(w, where), sample(r, where), sample(kv, where), sample(c, where)
     slo: tuple[Any, ...] = (None,) * 5
     if len(p) > 11:
         pt, gt, ttft, tpot, qt = p[11:]
-        at = f"{where} pods[{i}]"
-        slo = (_decode_sample(pt, at), _decode_sample(gt, at), _decode_histogram(ttft, f"{at} ttft", layouts),
-               _decode_histogram(tpot, f"{at} tpot", layouts), _decode_histogram(qt, f"{at} queue_time", layouts))
+        slo = (sample(pt, at), sample(gt, at), histogram(ttft, f"{at} ttft"), histogram(tpot, f"{at} tpot"),
+               histogram(qt, f"{at} queue_time"))
     return RecordedPod(
         name,
         ready,
         _STAGES[stage_raw] if stage_raw is not None else None,
-        None if w is None else _decode_sample(w, where),
-        None if r is None else _decode_sample(r, where),
-        None if kv is None else _decode_sample(kv, where),
+        waiting,
+        running,
+        kv_s,
         kv_metric,
-        None if c is None else _decode_sample(c, where),
+        completed,
         _opt_time(created, f"{where} pods[{i}] created"),
         _opt_time(scheduled, f"{where} pods[{i}] scheduled"),
         _opt_time(ready_at, f"{where} pods[{i}] ready_at"),
@@ -588,6 +750,8 @@ def decode_header(doc: Any, source: str) -> Header:
 # interned with value 0.0 is not reused for a -0.0.
 
 _HUGE_INT: Final = re.compile(rb"\d{20}")
+_NEG_ZERO: Final = re.compile(rb"-0[.,\]}eE \t\r\n]").search  # -0, -0.0, -0e1, -0.5 (not "qwen-00001")
+_NEG_TINY: Final = re.compile(rb"-[0-9.]+[eE]-").search  # -1e-400 (underflows to -0.0)
 _SAMPLE_CACHE_MAX: Final = 65_536
 _new_tuple = tuple.__new__
 _INFS: Final = (math.inf, -math.inf)
@@ -611,13 +775,6 @@ def _new_sample(v: Any, ts: Any, cache: dict[Any, MetricSample]) -> MetricSample
     return s
 
 
-def _interned(pair: Any, get: Callable[[Any], MetricSample | None], cache: dict[Any, MetricSample]) -> MetricSample:
-    """The sample of a recorded `[value, timestamp]`, shared with an equal one already read."""
-    v, ts = pair
-    s = get((v, ts))
-    return s if s is not None and (v or _copysign(1.0, v) > 0.0) else _new_sample(v, ts, cache)
-
-
 class _NotFast(Exception):
     """A version 2 pod entry the fast path leaves to `decode_step`."""
 
@@ -627,17 +784,22 @@ _FLOAT_TYPE: Final = {float}
 
 def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None:
     """The histogram of a well-formed `[bounds, rates, timestamp]` of floats, or in version 3
-    `[layout number, rates, timestamp]` (the bounds shared: one tuple per layout), else `_NotFast`."""
+    `[layout number, rates, timestamp]` (the bounds shared: one tuple per layout), in version 4
+    with a rate vector number or rates without their repeated tail, else `_NotFast`. In version
+    4 a histogram of a numbered layout and numbered rates is one object per timestamp (pods of
+    one step on equal load, a series between scrapes)."""
     if raw is None:
         return None
     b, r, ts = raw
     if type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
         raise _NotFast
+    if type(r) is int and type(b) is int:  # version 4, both numbered
+        return layouts.hists.get((b, r, ts)) or _numbered_histogram(b, r, ts, layouts)
     if type(b) is int:
-        if not layouts.numbers or not 0 <= b < len(layouts.ordered) or set(map(type, r)) != _FLOAT_TYPE:
+        if not layouts.numbers or not 0 <= b < len(layouts.ordered):
             raise _NotFast
         bounds = layouts.ordered[b]
-    elif set(map(type, b + r)) != _FLOAT_TYPE:
+    elif type(b) is not list or b and set(map(type, b)) != _FLOAT_TYPE:
         raise _NotFast
     else:
         key = tuple(b)
@@ -647,103 +809,266 @@ def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None
                     y <= x for x, y in zip(key, key[1:])):
                 raise _NotFast
             bounds = layouts.add(key)
-    rates = tuple(r)
-    if len(rates) != len(bounds) or not (0.0 <= min(rates) and max(rates) <= MAX_VALUE):
+    if type(r) is int:
+        if not layouts.vectors or not 0 <= r < len(layouts.rates_ordered):
+            raise _NotFast
+        rates = layouts.rates_ordered[r]
+        if len(rates) != len(bounds):
+            raise _NotFast
+        return LatencyHistogram(bounds, rates, ts)
+    if type(r) is not list or set(map(type, r)) != _FLOAT_TYPE or not (0.0 <= min(r) and max(r) <= MAX_VALUE):
         raise _NotFast
+    n = len(bounds)
+    if len(r) == n:
+        rates = tuple(r)
+    elif layouts.vectors and len(r) < n:  # version 4: the repeated tail left out (r is not empty)
+        rates = (*r, *(r[-1],) * (n - len(r)))
+    else:
+        raise _NotFast
+    if layouts.vectors:
+        rates = layouts.add_rates(rates)
     return LatencyHistogram(bounds, rates, ts)
 
 
-def _fast_slo(p: list[Any], get: Callable[[Any], MetricSample | None], cache: dict[Any, MetricSample],
-              layouts: BucketLayouts) -> tuple[Any, ...]:
-    """The 5 SLO fields of a version 2 pod of 16 fields; `_NotFast` (or KeyError, TypeError,
-    ValueError) for anything unusual."""
-    _, _, _, _, _, _, _, _, _, _, _, pt, gt, ttft, tpot, qt = p
-    return (None if pt is None else _interned(pt, get, cache), None if gt is None else _interned(gt, get, cache),
-            _fast_histogram(ttft, layouts), _fast_histogram(tpot, layouts), _fast_histogram(qt, layouts))
+_HIST_CACHE_MAX: Final = 65_536
+
+
+def _numbered_histogram(b: int, r: int, ts: float, layouts: BucketLayouts) -> LatencyHistogram:
+    """The histogram `[layout number, rate vector number, timestamp]` (version 4) not read yet
+    at this timestamp, else `_NotFast`; interned (`_fast_histogram`)."""
+    if (not 0.0 <= ts <= MAX_TIMESTAMP or not layouts.numbers or not 0 <= b < len(layouts.ordered)
+            or not layouts.vectors or not 0 <= r < len(layouts.rates_ordered)):
+        raise _NotFast
+    bounds, rates = layouts.ordered[b], layouts.rates_ordered[r]
+    if len(rates) != len(bounds):
+        raise _NotFast
+    h = LatencyHistogram(bounds, rates, ts)
+    if ts != 0.0:  # -0.0 and 0.0 are one dict key: never interned
+        hists = layouts.hists
+        if len(hists) >= _HIST_CACHE_MAX:
+            hists.clear()
+        hists[b, r, ts] = h
+    return h
 
 
 def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
                layouts: BucketLayouts | None = None) -> Step | None:
-    """The step of a well-formed line, or None: decode it with `decode_step` instead."""
-    try:
-        t = doc["t"]
-        spec = doc.get("spec")
-        ready = doc.get("ready")
-        rollout = doc.get("rollout", False)
-        pods_raw = doc.get("pods", [])
-        if (
-            type(t) is not float
-            or not 0.0 <= t <= MAX_TIMESTAMP
-            or not (spec is None or (type(spec) is int and 0 <= spec <= MAX_REPLICAS))
-            or not (ready is None or (type(ready) is int and 0 <= ready <= MAX_REPLICAS))
-            or not (rollout is False or rollout is True)
-            or type(pods_raw) is not list
-        ):
-            return None
-        get = cache.get
-        stages = _STAGES
-        max_ts = MAX_TIMESTAMP
-        pods: list[RecordedPod] = []
-        for p in pods_raw:
-            slo = None
-            if len(p) != 11:  # a version 2 pod with its SLO fields
-                if version < 2 or layouts is None:
-                    return None
-                slo = _fast_slo(p, get, cache, layouts)
-                p = p[:11]
-            name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
+    """The step of a well-formed line, or None: decode it with `decode_step` instead (see
+    `_fast_decoder`, which a file's read makes once)."""
+    return _fast_decoder(cache, version, layouts)(doc, line)
+
+
+def _fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION, layouts: BucketLayouts | None = None
+                  ) -> Callable[[dict[str, Any], bytes], Step | None]:
+    """`step(doc, line)`: the step of a well-formed line of a file of this version, or None:
+    decode it with `decode_step` instead. What every line needs is bound once, here.
+
+    The samples `[v, ts]` are interned inline (a call each would cost a tenth of the read): the
+    cached sample of `(v, ts)`, else `_new_sample`. A line that may hold a -0.0 (equal to 0.0 as
+    a cache key: a number that starts with "-0", or a negative one with a negative exponent) is
+    left to the reference path."""
+    get = cache.get
+    stages = _STAGES
+    max_ts = MAX_TIMESTAMP
+    max_value = MAX_VALUE
+    max_replicas = MAX_REPLICAS
+    new_sample = _new_sample
+    histogram = _fast_histogram
+    numbered_histogram = _numbered_histogram
+    new_pod = _new_tuple
+    pod_type = RecordedPod
+    new_step = Step
+    neg_zero, neg_tiny = _NEG_ZERO, _NEG_TINY
+    slo_ok = version >= 2 and layouts is not None
+    bare = version >= 4
+    lay = layouts if layouts is not None else BucketLayouts(numbers=False)
+    hget = lay.hists.get
+
+    def step(doc: dict[str, Any], line: bytes) -> Step | None:
+        try:
+            t = doc["t"]
+            spec = doc.get("spec")
+            ready = doc.get("ready")
+            rollout = doc.get("rollout", False)
+            pods_raw = doc.get("pods", [])
             if (
-                type(name) is not str
-                or not (pod_ready is True or pod_ready is False)
-                or not (kv_metric is None or type(kv_metric) is str)
+                type(t) is not float
+                or not 0.0 <= t <= max_ts
+                or not (spec is None or (type(spec) is int and 0 <= spec <= max_replicas))
+                or not (ready is None or (type(ready) is int and 0 <= ready <= max_replicas))
+                or not (rollout is False or rollout is True)
+                or type(pods_raw) is not list
             ):
                 return None
-            if stage is not None:
-                stage = stages[stage]
-            if w is not None:
-                w = _interned(w, get, cache)
-            if r is not None:
-                r = _interned(r, get, cache)
-            if kv is not None:
-                kv = _interned(kv, get, cache)
-            if c is not None:
-                c = _interned(c, get, cache)
-            if created is not None:
-                created = float(created)
-                if not 0.0 <= created <= max_ts:
+            if neg_zero(line) or (b"e-" in line or b"E-" in line) and neg_tiny(line):
+                return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
+            pods: list[RecordedPod] = []
+            append = pods.append
+            for p in pods_raw:
+                if len(p) == 16:  # a version 2 pod with its SLO fields
+                    if not slo_ok:
+                        return None
+                    name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt = p
+                else:
+                    name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
+                    pt = gt = ttft = tpot = qt = None
+                if (
+                    type(name) is not str
+                    or not (pod_ready is True or pod_ready is False)
+                    or not (kv_metric is None or type(kv_metric) is str)
+                ):
                     return None
-            if scheduled is not None:
-                scheduled = float(scheduled)
-                if not 0.0 <= scheduled <= max_ts:
-                    return None
-            if ready_at is not None:
-                ready_at = float(ready_at)
-                if not 0.0 <= ready_at <= max_ts:
-                    return None
-            if slo is None:
-                pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
-                                                     ready_at, None, None, None, None, None)))
-            else:
-                pods.append(_new_tuple(RecordedPod, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled,
-                                                     ready_at) + slo))
-        demand_raw = doc.get("demand") or {}
-        if type(demand_raw) is not dict:
-            return None
-        demand: dict[str, Any] = {}
-        for key, v in demand_raw.items():
-            tv = type(v)
-            if tv is float and -MAX_VALUE <= v <= MAX_VALUE:
-                demand[key] = v
-            elif tv is int and -MAX_VALUE <= v <= MAX_VALUE:
-                demand[key] = float(v)
-            elif tv is dict and not _HUGE_INT.search(line) and all(type(x) is float for x in v.values()) and all(
-                    le in _LE_SEEN for le in v):
-                demand[key] = v  # e.g. histogram buckets, kept as read
-            else:
+                if stage is not None:
+                    stage = stages[stage]
+                ts = None  # the timestamp of the last sample or histogram of this entry
+                v = last = None  # the value and sample of the last sample
+                if w is not None:
+                    if type(w) is list:
+                        v, ts = w
+                    elif bare:  # version 4: the timestamp of the sample before
+                        v = w
+                    else:
+                        return None
+                    last = w = get((v, ts)) or new_sample(v, ts, cache)
+                if r is not None:
+                    if type(r) is float and bare:  # version 4: the timestamp of the sample before
+                        if r == v:  # the value before too: the same sample
+                            r = last
+                        else:
+                            v = r
+                            last = r = get((v, ts)) or new_sample(v, ts, cache)
+                    else:
+                        if type(r) is list:
+                            v, ts = r
+                        elif bare:
+                            v = r
+                        else:
+                            return None
+                        last = r = get((v, ts)) or new_sample(v, ts, cache)
+                if kv is not None:
+                    if type(kv) is float and bare:  # version 4: the timestamp of the sample before
+                        if kv == v:  # the value before too: the same sample
+                            kv = last
+                        else:
+                            v = kv
+                            last = kv = get((v, ts)) or new_sample(v, ts, cache)
+                    else:
+                        if type(kv) is list:
+                            v, ts = kv
+                        elif bare:
+                            v = kv
+                        else:
+                            return None
+                        last = kv = get((v, ts)) or new_sample(v, ts, cache)
+                if c is not None:
+                    if type(c) is float and bare:  # version 4: the timestamp of the sample before
+                        if c == v:  # the value before too: the same sample
+                            c = last
+                        else:
+                            v = c
+                            last = c = get((v, ts)) or new_sample(v, ts, cache)
+                    else:
+                        if type(c) is list:
+                            v, ts = c
+                        elif bare:
+                            v = c
+                        else:
+                            return None
+                        last = c = get((v, ts)) or new_sample(v, ts, cache)
+                if pt is not None:
+                    if type(pt) is float and bare:  # version 4: the timestamp of the sample before
+                        if pt == v:  # the value before too: the same sample
+                            pt = last
+                        else:
+                            v = pt
+                            last = pt = get((v, ts)) or new_sample(v, ts, cache)
+                    else:
+                        if type(pt) is list:
+                            v, ts = pt
+                        elif bare:
+                            v = pt
+                        else:
+                            return None
+                        last = pt = get((v, ts)) or new_sample(v, ts, cache)
+                if gt is not None:
+                    if type(gt) is float and bare:  # version 4: the timestamp of the sample before
+                        if gt == v:  # the value before too: the same sample
+                            gt = last
+                        else:
+                            v = gt
+                            last = gt = get((v, ts)) or new_sample(v, ts, cache)
+                    else:
+                        if type(gt) is list:
+                            v, ts = gt
+                        elif bare:
+                            v = gt
+                        else:
+                            return None
+                        last = gt = get((v, ts)) or new_sample(v, ts, cache)
+                if ttft is not None:
+                    if bare and len(ttft) == 2:  # version 4: the timestamp of the sample before
+                        hb, hr = ttft
+                    else:
+                        hb, hr, ts = ttft
+                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                        ttft = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                    else:
+                        ttft = histogram([hb, hr, ts], lay)
+                    ts = ttft.timestamp
+                if tpot is not None:
+                    if bare and len(tpot) == 2:  # version 4: the timestamp of the sample before
+                        hb, hr = tpot
+                    else:
+                        hb, hr, ts = tpot
+                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                        tpot = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                    else:
+                        tpot = histogram([hb, hr, ts], lay)
+                    ts = tpot.timestamp
+                if qt is not None:
+                    if bare and len(qt) == 2:  # version 4: the timestamp of the sample before
+                        hb, hr = qt
+                    else:
+                        hb, hr, ts = qt
+                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                        qt = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
+                    else:
+                        qt = histogram([hb, hr, ts], lay)
+                    ts = qt.timestamp
+                if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
+                    created = float(created)
+                    if not 0.0 <= created <= max_ts:
+                        return None
+                if scheduled is not None and (type(scheduled) is not float or not 0.0 <= scheduled <= max_ts):
+                    scheduled = float(scheduled)
+                    if not 0.0 <= scheduled <= max_ts:
+                        return None
+                if ready_at is not None and (type(ready_at) is not float or not 0.0 <= ready_at <= max_ts):
+                    ready_at = float(ready_at)
+                    if not 0.0 <= ready_at <= max_ts:
+                        return None
+                append(new_pod(pod_type, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at,
+                                          pt, gt, ttft, tpot, qt)))
+            demand_raw = doc.get("demand") or {}
+            if type(demand_raw) is not dict:
                 return None
-    except (KeyError, TypeError, ValueError, _NotFast):
-        return None
-    return Step(t, spec, ready, rollout, tuple(pods), demand)
+            demand: dict[str, Any] = {}
+            for key, v in demand_raw.items():
+                tv = type(v)
+                if tv is float and -max_value <= v <= max_value:
+                    demand[key] = v
+                elif tv is int and -max_value <= v <= max_value:
+                    demand[key] = float(v)
+                elif tv is dict and not _HUGE_INT.search(line) and all(type(x) is float for x in v.values()) and all(
+                        le in _LE_SEEN for le in v):
+                    demand[key] = v  # e.g. histogram buckets, kept as read
+                else:
+                    return None
+        except (KeyError, TypeError, ValueError, _NotFast):
+            return None
+        return new_step(t, spec, ready, rollout, tuple(pods), demand)
+
+    return step
 
 
 # --------------------------------------------------------------------------- reading
@@ -880,9 +1205,9 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
         trailer: dict[str, Any] | None = None
         cache: dict[Any, MetricSample] = {}
         version = header.version
-        layouts = BucketLayouts(numbers=version >= 3)
+        layouts = BucketLayouts(numbers=version >= 3, vectors=version >= 4)
         fast_loads = _fast_loads
-        fast_step = _fast_step
+        fast_step = _fast_decoder(cache, version, layouts)
         blank = 0
         for lineno, raw in lines:
             step: Step | None = None
@@ -892,7 +1217,7 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
                 except ValueError:
                     doc = None
                 if type(doc) is dict and doc.get("end") is not True and raw.endswith(b"\n"):
-                    step = fast_step(doc, raw, cache, version, layouts)
+                    step = fast_step(doc, raw)
             if step is None:  # the reference path: anything unusual, the trailer, every error
                 try:
                     line = raw.decode("utf-8")

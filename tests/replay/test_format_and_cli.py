@@ -96,10 +96,10 @@ def test_other_version_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path / "r.jsonl.gz")
     lines = gzip.open(path, "rt").read().splitlines()
     header = json.loads(lines[0])
-    header["version"] = 4
+    header["version"] = 5
     with gzip.open(path, "wt") as fh:
         fh.write("\n".join([json.dumps(header), *lines[1:]]) + "\n")
-    with pytest.raises(RecordingError, match=r"version 4 is not supported \(this autoscaler reads versions 1, 2, 3\)"):
+    with pytest.raises(RecordingError, match=r"version 5 is not supported \(this autoscaler reads versions 1, 2, 3, 4\)"):
         read_recording(path)
 
 

@@ -57,9 +57,9 @@ def test_round_trip_of_every_slo_field(tmp_path: Path) -> None:
     header = Header("llm", "qwen", 15.0, 100.0, 115.0)
     write_recording(tmp_path / "r.jsonl.gz", header, steps)
     rec = read_recording(tmp_path / "r.jsonl.gz")
-    assert rec.header.version == FORMAT_VERSION == 3
+    assert rec.header.version == FORMAT_VERSION == 4
     assert rec.steps == tuple(steps)
-    first = encode_step(steps[0])["pods"]
+    first = encode_step(steps[0])["pods"]  # version 2 style: bounds and rates in full
     assert len(first[0]) == 16 and len(first[1]) == 11  # SLO fields left out when all null
     assert first[0][13] == [[0.04, 0.08], [3.0, 6.0, 6.0], 99.5]
     obs = observation_of(rec.steps[0])
@@ -147,7 +147,7 @@ def test_bounded_checks_of_the_slo_fields(tmp_path: Path, slo: list[Any], messag
         read_recording(_write_lines(tmp_path / "r.jsonl.gz", 2, [line]))
     assert "\n" not in str(info.value)
     with pytest.raises(RecordingError, match=message):  # the reference decoder says the same
-        decode_step(line, "line 2")
+        decode_step(line, "line 2", 2)
 
 
 @pytest.mark.parametrize(

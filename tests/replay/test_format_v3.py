@@ -63,7 +63,7 @@ def test_bounds_are_written_once_per_layout_and_read_back_shared(tmp_path: Path)
     path = tmp_path / "r.jsonl.gz"
     write_recording(path, Header("llm", "qwen", 15.0, 100.0, 145.0), steps)
     lines = _lines(path)
-    assert lines[0]["version"] == FORMAT_VERSION == 3
+    assert lines[0]["version"] == FORMAT_VERSION == 4  # version 4 numbers layouts as version 3 does
     first, second = lines[1]["pods"], lines[2]["pods"]
     # step 1: TTFT layout in full (number 0), then TPOT (1); pod 2's TTFT layout (2), its TPOT by number
     assert first[0][13][0] == list(TTFT_LE[:-1]) and first[0][14][0] == list(TPOT_LE[:-1])
