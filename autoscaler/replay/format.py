@@ -922,119 +922,35 @@ def _fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
                     stage = stages[stage]
                 ts = None  # the timestamp of the last sample or histogram of this entry
                 v = last = None  # the value and sample of the last sample
-                if w is not None:
-                    if type(w) is list:
-                        v, ts = w
-                    elif bare:  # version 4: the timestamp of the sample before
-                        v = w
-                    else:
-                        return None
-                    last = w = get((v, ts)) or new_sample(v, ts, cache)
-                if r is not None:
-                    if type(r) is float and bare:  # version 4: the timestamp of the sample before
-                        if r == v:  # the value before too: the same sample
-                            r = last
-                        else:
-                            v = r
-                            last = r = get((v, ts)) or new_sample(v, ts, cache)
-                    else:
-                        if type(r) is list:
-                            v, ts = r
-                        elif bare:
-                            v = r
-                        else:
+                fields: list[Any] = []
+                for x in (w, r, kv, c, pt, gt):  # inline, not a call a field: this loop is the read's hot path
+                    if x is not None:
+                        if type(x) is list:
+                            v, ts = x
+                        elif not bare:
                             return None
-                        last = r = get((v, ts)) or new_sample(v, ts, cache)
-                if kv is not None:
-                    if type(kv) is float and bare:  # version 4: the timestamp of the sample before
-                        if kv == v:  # the value before too: the same sample
-                            kv = last
+                        elif type(x) is float and x == v:  # version 4: the value before, the same sample
+                            fields.append(last)
+                            continue
+                        else:  # version 4: a bare value has the timestamp of the sample before
+                            v = x
+                        x = last = get((v, ts)) or new_sample(v, ts, cache)
+                    fields.append(x)
+                w, r, kv, c, pt, gt = fields
+                hists: list[Any] = []
+                for h in (ttft, tpot, qt):
+                    if h is not None:
+                        if bare and len(h) == 2:  # version 4: the timestamp of the sample before
+                            hb, hr = h
                         else:
-                            v = kv
-                            last = kv = get((v, ts)) or new_sample(v, ts, cache)
-                    else:
-                        if type(kv) is list:
-                            v, ts = kv
-                        elif bare:
-                            v = kv
+                            hb, hr, ts = h
+                        if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
+                            h = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
                         else:
-                            return None
-                        last = kv = get((v, ts)) or new_sample(v, ts, cache)
-                if c is not None:
-                    if type(c) is float and bare:  # version 4: the timestamp of the sample before
-                        if c == v:  # the value before too: the same sample
-                            c = last
-                        else:
-                            v = c
-                            last = c = get((v, ts)) or new_sample(v, ts, cache)
-                    else:
-                        if type(c) is list:
-                            v, ts = c
-                        elif bare:
-                            v = c
-                        else:
-                            return None
-                        last = c = get((v, ts)) or new_sample(v, ts, cache)
-                if pt is not None:
-                    if type(pt) is float and bare:  # version 4: the timestamp of the sample before
-                        if pt == v:  # the value before too: the same sample
-                            pt = last
-                        else:
-                            v = pt
-                            last = pt = get((v, ts)) or new_sample(v, ts, cache)
-                    else:
-                        if type(pt) is list:
-                            v, ts = pt
-                        elif bare:
-                            v = pt
-                        else:
-                            return None
-                        last = pt = get((v, ts)) or new_sample(v, ts, cache)
-                if gt is not None:
-                    if type(gt) is float and bare:  # version 4: the timestamp of the sample before
-                        if gt == v:  # the value before too: the same sample
-                            gt = last
-                        else:
-                            v = gt
-                            last = gt = get((v, ts)) or new_sample(v, ts, cache)
-                    else:
-                        if type(gt) is list:
-                            v, ts = gt
-                        elif bare:
-                            v = gt
-                        else:
-                            return None
-                        last = gt = get((v, ts)) or new_sample(v, ts, cache)
-                if ttft is not None:
-                    if bare and len(ttft) == 2:  # version 4: the timestamp of the sample before
-                        hb, hr = ttft
-                    else:
-                        hb, hr, ts = ttft
-                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                        ttft = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                    else:
-                        ttft = histogram([hb, hr, ts], lay)
-                    ts = ttft.timestamp
-                if tpot is not None:
-                    if bare and len(tpot) == 2:  # version 4: the timestamp of the sample before
-                        hb, hr = tpot
-                    else:
-                        hb, hr, ts = tpot
-                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                        tpot = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                    else:
-                        tpot = histogram([hb, hr, ts], lay)
-                    ts = tpot.timestamp
-                if qt is not None:
-                    if bare and len(qt) == 2:  # version 4: the timestamp of the sample before
-                        hb, hr = qt
-                    else:
-                        hb, hr, ts = qt
-                    if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                        qt = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                    else:
-                        qt = histogram([hb, hr, ts], lay)
-                    ts = qt.timestamp
+                            h = histogram([hb, hr, ts], lay)
+                        ts = h.timestamp
+                    hists.append(h)
+                ttft, tpot, qt = hists
                 if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
                     created = float(created)
                     if not 0.0 <= created <= max_ts:
