@@ -4,7 +4,6 @@ within bounds; version 1 files still read, with those fields None."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from pathlib import Path
@@ -26,6 +25,7 @@ from autoscaler.replay.format import (
 )
 from autoscaler.replay.open_loop import observation_of
 from autoscaler.replay.reader import read_recording
+from tests.replay.recording_lines import write_lines as _write_lines
 
 INF = math.inf
 TTFT = LatencyHistogram((0.04, 0.08, INF), (3.0, 6.0, 6.0), 99.5)
@@ -41,14 +41,6 @@ def _pod(name: str = "qwen-0", **slo: Any) -> RecordedPod:
 
 FULL = _pod(prompt_tokens=MetricSample(888.0, 99.0), generation_tokens=MetricSample(5730.0, 99.0),
             ttft=TTFT, tpot=TPOT, queue_time=QUEUE)
-
-
-def _write_lines(path: Path, version: int, lines: list[Any]) -> Path:
-    header = {"format": "vqa-recording", "version": version, "target": {"namespace": "llm", "deployment": "qwen"},
-              "step_seconds": 15.0, "start": 100.0, "end": 100.0 + 15 * (len(lines) - 1), "metadata": {}}
-    text = "\n".join(json.dumps(x) for x in [header, *lines, {"end": True, "steps": len(lines)}]) + "\n"
-    path.write_bytes(gzip.compress(text.encode()))
-    return path
 
 
 def test_round_trip_of_every_slo_field(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ first time a file has that layout, then by the layout's number; versions 1 and 2
 from __future__ import annotations
 
 import gzip
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from autoscaler.replay.format import (
     write_recording,
 )
 from autoscaler.replay.reader import read_recording
+from tests.replay.recording_lines import read_lines as _lines
+from tests.replay.recording_lines import write_lines as _write_lines
 
 INF = math.inf
 TTFT_LE = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, INF)
@@ -44,18 +45,6 @@ def _pod(name: str, k: int, ttft_le: tuple[float, ...] = TTFT_LE) -> RecordedPod
 def _steps(n: int) -> list[Step]:
     return [Step(100.0 + 15 * k, 2, 2, False, (_pod("qwen-0", k), _pod("qwen-1", k, (0.5, 1.0, INF))))
             for k in range(n)]
-
-
-def _lines(path: Path) -> list[Any]:
-    return [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
-
-
-def _write_lines(path: Path, version: int, lines: list[Any]) -> Path:
-    header = {"format": "vqa-recording", "version": version, "target": {"namespace": "llm", "deployment": "qwen"},
-              "step_seconds": 15.0, "start": 100.0, "end": 100.0 + 15 * (len(lines) - 1), "metadata": {}}
-    text = "\n".join(json.dumps(x) for x in [header, *lines, {"end": True, "steps": len(lines)}]) + "\n"
-    path.write_bytes(gzip.compress(text.encode()))
-    return path
 
 
 def test_bounds_are_written_once_per_layout_and_read_back_shared(tmp_path: Path) -> None:

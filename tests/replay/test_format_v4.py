@@ -25,6 +25,8 @@ from autoscaler.replay.format import (
     write_recording,
 )
 from autoscaler.replay.reader import read_recording
+from tests.replay.recording_lines import read_lines as _lines
+from tests.replay.recording_lines import write_lines as _write_lines
 
 INF = math.inf
 LE = (0.1, 0.5, 1.0, 2.5, INF)
@@ -36,18 +38,6 @@ def _pod(name: str, rates: tuple[float, ...], ts: float, le: tuple[float, ...] =
     s = MetricSample(1.0, ts)
     h = LatencyHistogram(le, rates, ts)
     return RecordedPod(name, True, None, s, s, s, "vllm:kv_cache_usage_perc", s, 10.0, 11.0, 50.0, s, s, h, h, None)
-
-
-def _lines(path: Path) -> list[Any]:
-    return [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
-
-
-def _write_lines(path: Path, version: int, lines: list[Any]) -> Path:
-    header = {"format": "vqa-recording", "version": version, "target": {"namespace": "llm", "deployment": "qwen"},
-              "step_seconds": 15.0, "start": 100.0, "end": 100.0 + 15 * (len(lines) - 1), "metadata": {}}
-    text = "\n".join(json.dumps(x) for x in [header, *lines, {"end": True, "steps": len(lines)}]) + "\n"
-    path.write_bytes(gzip.compress(text.encode()))
-    return path
 
 
 def test_rates_are_written_once_without_their_tail_and_read_back_shared(tmp_path: Path) -> None:
