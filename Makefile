@@ -91,7 +91,7 @@ compiled: venv
 
 pure:
 	rm -f autoscaler/policy/*.so autoscaler_policy__mypyc.*.so
-	rm -rf build/lib.* build/temp.* build/__native*
+	rm -rf build/lib.* build/temp.* build/__native* build/autoscaler build/ops.txt
 
 # The controller image (needs a Docker engine).
 image:
