@@ -1,6 +1,6 @@
 """decide() alone: CPU per call, no Prometheus, no Kubernetes, seconds to run.
 
-    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF] [--json PATH]
+    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF] [--pure] [--json PATH]
 
 The fleet of `bench_scale.py` (issue 6) without the servers around it: `--targets` targets of
 `--pods` ready pods each, every one with its startup times and all four series, and each
