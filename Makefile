@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test lint prometheus demo experiments tuning bench image release clean
+.PHONY: venv test lint prometheus demo experiments tuning bench compiled pure image release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,20 @@ bench: venv
 	$(PY) benchmarks/bench_sim.py
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_scale.py
+
+# Opt-in: the decision core compiled with mypyc (setup.py; docs/scale.md), the extensions built
+# in place beside the .py files, which Python then imports instead (`make test` then tests the
+# compiled build). About 1 min on 2 cores. `make pure` removes them: back to pure Python.
+# `python -c 'import autoscaler.policy as p; print(p.COMPILED_MODULES)'` says which is in use.
+compiled: venv
+	$(PIP) install -q 'setuptools>=77'
+	AUTOSCALER_MYPYC=1 $(PY) setup.py -q build_ext --inplace
+	touch autoscaler/policy/*.so  # built from the sources as they are now (an unchanged one is copied with its old time)
+	$(PY) -c 'import autoscaler.policy as p; assert p.COMPILED_MODULES; print("compiled:", len(p.COMPILED_MODULES), "modules")'
+
+pure:
+	rm -f autoscaler/policy/*.so autoscaler_policy__mypyc.*.so
+	rm -rf build/lib.* build/temp.* build/__native* build/autoscaler build/ops.txt
 
 # The controller image (needs a Docker engine).
 image:

@@ -1,6 +1,6 @@
 """decide() alone: CPU per call, no Prometheus, no Kubernetes, seconds to run.
 
-    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF] [--json PATH]
+    python benchmarks/bench_decide.py [--targets 1000] [--pods 5] [--rounds 7] [--slo] [--against REF] [--pure] [--json PATH]
 
 The fleet of `bench_scale.py` (issue 6) without the servers around it: `--targets` targets of
 `--pods` ready pods each, every one with its startup times and all four series, and each
@@ -30,6 +30,11 @@ value the same, floats to 12 significant digits (summing the pods' buckets befor
 interpolating moves a share in its last bits); how many are the same to the last bit is
 printed too.
 
+`--pure` also times the work tree's own decision core as pure Python (its `.py` files copied
+into a temporary package, without the extensions `make compiled` builds), interleaved and
+checked the same way: with a compiled build in place, that is compiled against pure, one run.
+The first line says which build `autoscaler.policy` is (`autoscaler.policy.COMPILED_MODULES`).
+
 Prints a table; `--json PATH` also writes its figures (ms, best of `--rounds`) to PATH
 (`benchmarks/results/decide-slo-pods*.json`; `bench_scale.py` keeps the issue-6 figure).
 """
@@ -40,6 +45,7 @@ import argparse
 import importlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -60,24 +66,36 @@ WARM_TICKS = 8
 LOADS = ("steady", "queued")
 
 
-def load_ref(ref: str, workdir: Path) -> ModuleType:
-    """autoscaler/policy as of `ref`, importable as the package `ref_policy`."""
-    blob = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "autoscaler/policy"],
-        check=True, capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
-            tar.extractall(workdir, filter="data")
-        else:
-            tar.extractall(workdir)  # noqa: S202 - our own repository's archive
-    package = workdir / "ref_policy"
+def load_ref(ref: str | None, workdir: Path, name: str = "ref_policy") -> ModuleType:
+    """autoscaler/policy as of `ref`, importable as the package `name`; ref None: the work
+    tree's `.py` files as they are (pure Python even where compiled extensions sit beside them)."""
+    if ref is None:
+        shutil.copytree(ROOT / "autoscaler" / "policy", workdir / "autoscaler" / "policy",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd"))
+    else:
+        blob = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "autoscaler/policy"],
+            check=True, capture_output=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
+                tar.extractall(workdir, filter="data")
+            else:
+                tar.extractall(workdir)  # noqa: S202 - our own repository's archive
+    package = workdir / name
     shutil.move(str(workdir / "autoscaler" / "policy"), package)
     for path in package.glob("*.py"):
-        text = path.read_text().replace("autoscaler.policy.", "ref_policy.")
-        path.write_text(text.replace("from autoscaler.policy import", "from ref_policy import"))
-    sys.path.insert(0, str(workdir))
-    return importlib.import_module("ref_policy")
+        text = path.read_text().replace("autoscaler.policy.", f"{name}.")
+        path.write_text(text.replace("from autoscaler.policy import", f"from {name} import"))
+    if str(workdir) not in sys.path:
+        sys.path.insert(0, str(workdir))
+    return importlib.import_module(name)
+
+
+def build_of(p: ModuleType) -> str:
+    """Which build a decision core is: compiled (mypyc, how many modules) or pure Python."""
+    compiled = getattr(p, "COMPILED_MODULES", ())
+    return f"compiled (mypyc: {len(compiled)} modules)" if compiled else "pure Python"
 
 
 TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -208,6 +226,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--slo", action="store_true", help="pods also carry token rates and TTFT/TPOT histograms")
     ap.add_argument("--against", metavar="REF", help="also time autoscaler/policy of this git revision")
+    ap.add_argument("--pure", action="store_true", help="also time the work tree's policy as pure Python")
     ap.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
     args = ap.parse_args()
 
@@ -216,19 +235,26 @@ def main() -> int:
     now = 1_700_000_000.0
     cores: dict[str, ModuleType] = {"work tree": tree}
     tmp = None
-    if args.against:
+    if args.against or args.pure:
         tmp = tempfile.TemporaryDirectory()
-        cores[args.against] = load_ref(args.against, Path(tmp.name))
+    if args.against:
+        cores[args.against] = load_ref(args.against, Path(tmp.name) / "ref", "ref_policy")
+    if args.pure:
+        cores["pure"] = load_ref(None, Path(tmp.name) / "pure", "pure_policy")
+    builds = {name: build_of(p) for name, p in cores.items()}
+    print("builds: " + ", ".join(f"{name}: {build}" for name, build in builds.items()))
     work = {(name, load): jobs(p, load, args.targets, args.pods, now, args.slo) for name, p in cores.items() for load in LOADS}
 
     status = 0
-    if args.against:
+    for other in cores:
+        if other == "work tree":
+            continue
         for load in LOADS:
-            ref, cur = cores[args.against], tree
-            exact, close = same_results(ref, cur, work[args.against, load], work["work tree", load], now)
-            print(f"same decisions and states ({load}): {close} of {args.targets} to 12 digits, {exact} to the last bit")
+            exact, close = same_results(cores[other], tree, work[other, load], work["work tree", load], now)
+            print(f"same decisions and states, {other} and the work tree ({load}): {close} of {args.targets}"
+                  f" to 12 digits, {exact} to the last bit")
             if close != args.targets:
-                print(f"DIFFERENT RESULTS ({load}): {args.against} and the work tree disagree", file=sys.stderr)
+                print(f"DIFFERENT RESULTS ({load}): {other} and the work tree disagree", file=sys.stderr)
                 status = 1
 
     best: dict[tuple[str, str], float] = {}
@@ -260,7 +286,8 @@ def main() -> int:
     if args.json:
         figures = {
             "targets": args.targets, "pods_per_target": args.pods, "slo_series": args.slo, "rounds": args.rounds,
-            "against": args.against, "same_decisions": status == 0, "budget_ms": 50.0,
+            "against": args.against, "pure": args.pure, "builds": builds,
+            "same_decisions": status == 0, "budget_ms": 50.0, "load_average_1m": round(os.getloadavg()[0], 2),
             "ms": {f"{name} {load}": {"decide": round(best[name, load] * 1000, 1),
                                       "builder_alone": round(built[name, load] * 1000, 1),
                                       "build_and_decide": round(ticked[name, load] * 1000, 1)}

@@ -14,6 +14,10 @@ Python objects). Options (the machine is often shared: wall times are noisy, CPU
   --baseline REF    also time the code of git revision REF (a `git archive` in a temporary
                     directory; the working tree and git state are left alone), same file, same
                     machine, interleaved with this run's repetitions
+  --pure            also time this tree's own .py files as pure Python (a copy of autoscaler/
+                    without the extensions `make compiled` builds), interleaved like --baseline,
+                    and check both replays decide alike (a digest of every tick); `build` in
+                    the figures says which build this tree imports
   --strict          exit 1 when over budget
   --slo             the same 30 days with the SLO series of recording version 2 on every ready
                     pod (prompt/generation token rates, TTFT, TPOT and queue-time histograms with
@@ -29,6 +33,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,7 +63,8 @@ HERE = Path(__file__).resolve().parent
 # uses only APIs that have not changed since the replay exists, and the replay's adapter of
 # decide() where it was before it moved to autoscaler.baselines).
 TIMED_RUN = """
-import json, resource, sys, time
+import hashlib, json, resource, sys, time
+import autoscaler.policy
 from autoscaler.policy import PolicyParams
 from autoscaler.replay.open_loop import replay
 try:
@@ -77,7 +83,10 @@ w1, c1 = time.perf_counter(), time.process_time()
 read_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # peak so far: the read's, in MiB
 result = replay(recording, policy)
 w2, c2 = time.perf_counter(), time.process_time()
-print(json.dumps({"read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds": c1 - c0,
+compiled = getattr(autoscaler.policy, "COMPILED_MODULES", ())
+digest = hashlib.sha256("\\n".join(map(repr, result.ticks)).encode()).hexdigest()
+print(json.dumps({"build": f"compiled (mypyc: {len(compiled)} modules)" if compiled else "pure Python",
+                  "ticks_digest": digest, "read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds": c1 - c0,
                   "replay_cpu_seconds": c2 - c1, "read_peak_rss_mib": read_rss,
                   "ticks_differing": sum(1 for t in result.ticks if t.differs)}))
 """
@@ -162,6 +171,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--breakdown", action="store_true")
     parser.add_argument("--baseline", metavar="REF", default=None)
+    parser.add_argument("--pure", action="store_true")
     parser.add_argument("--strict", action="store_true")
     parser.add_argument("--slo", action="store_true")
     args = parser.parse_args()
@@ -174,14 +184,23 @@ def main() -> int:
         base_tree: Path | None = None
         if args.baseline:
             archive = subprocess.run(["git", "-C", str(root), "archive", args.baseline], capture_output=True, check=True)
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-            base_tree = Path(tmp)
+            base_tree = Path(tmp) / "baseline"
+            base_tree.mkdir()
+            subprocess.run(["tar", "-x", "-C", str(base_tree)], input=archive.stdout, check=True)
+        pure_tree: Path | None = None
+        if args.pure:
+            pure_tree = Path(tmp) / "pure"
+            shutil.copytree(root / "autoscaler", pure_tree / "autoscaler",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd"))
         runs: list[dict[str, Any]] = []
         base_runs: list[dict[str, Any]] = []
+        pure_runs: list[dict[str, Any]] = []
         for _ in range(max(1, args.repeat)):
             runs.append(_timed_run(root, cache))
             if base_tree is not None:
                 base_runs.append(_timed_run(base_tree, cache))
+            if pure_tree is not None:
+                pure_runs.append(_timed_run(pure_tree, cache))
 
     best = _best(runs)
     recording = read_recording(cache)
@@ -189,6 +208,7 @@ def main() -> int:
     total = best["read_seconds"] + best["replay_seconds"]
     figures: dict[str, Any] = {
         "benchmark": "open-loop replay, 30 days at 15 s, one Deployment" + (", SLO series" if args.slo else ""),
+        "build": best.get("build", "pure Python"),
         "format_version": recording.header.version,
         "steps": steps,
         "pods_per_step_max": max(len(s.pods) for s in recording.steps),
@@ -226,6 +246,25 @@ def main() -> int:
             "runs": len(base_runs),
             "ticks_differing_from_recorded_hpa": b["ticks_differing"],
         }
+    status = 0
+    if pure_runs:
+        b = _best(pure_runs)
+        same = {r["ticks_digest"] for r in runs} == {r["ticks_digest"] for r in pure_runs}
+        figures["pure"] = {
+            "build": b["build"],
+            "read_seconds": round(b["read_seconds"], 3),
+            "replay_seconds": round(b["replay_seconds"], 3),
+            "total_seconds": round(b["read_seconds"] + b["replay_seconds"], 3),
+            "read_cpu_seconds": round(b["read_cpu_seconds"], 3),
+            "replay_cpu_seconds": round(b["replay_cpu_seconds"], 3),
+            "runs": len(pure_runs),
+            "same_ticks_as_this_build": same,
+            "this_build_replay_cpu_ratio": round(best["replay_cpu_seconds"] / b["replay_cpu_seconds"], 3),
+            "this_build_total_ratio": round(total / (b["read_seconds"] + b["replay_seconds"]), 3),
+        }
+        if not same:
+            print("DIFFERENT TICKS: this build and the pure-Python copy replay differently", file=sys.stderr)
+            status = 1
     figures.update({
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -238,8 +277,8 @@ def main() -> int:
     print(json.dumps(figures, indent=2))
     if total >= BUDGET_SECONDS:
         print(f"OVER BUDGET: {total:.1f} s for a {BUDGET_SECONDS:g} s budget", file=sys.stderr)
-        return 1 if args.strict else 0
-    return 0
+        return 1 if args.strict else status
+    return status
 
 
 if __name__ == "__main__":
