@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test lint prometheus demo experiments tuning bench compiled pure image release clean
+.PHONY: venv test test-compiled lint prometheus demo experiments tuning bench compiled pure image release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,17 @@ lint: venv
 # Tests run in one worker per core (pytest-xdist): most of their time is spent waiting on the
 # Prometheus and API servers they start. TEST_JOBS=0 runs them in this process.
 TEST_JOBS ?= auto
+# Then the policy's tests once more against the mypyc build (`make compiled`, below), which
+# must give the same decisions to the last bit (tests/policy/test_compiled.py); the extensions
+# are removed again whatever the outcome. TEST_COMPILED=0 skips that pass (about 1 min).
+TEST_COMPILED ?= 1
 test: venv prometheus lint
 	$(VENV)/bin/pytest -q -n $(TEST_JOBS)
+	@if [ "$(TEST_COMPILED)" = 1 ]; then $(MAKE) --no-print-directory test-compiled; fi
+
+test-compiled: venv
+	$(MAKE) --no-print-directory compiled
+	$(VENV)/bin/pytest -q -n $(TEST_JOBS) tests/policy; status=$$?; $(MAKE) --no-print-directory pure; exit $$status
 
 # The decision log of a burst through the decision core (ours vs. HPA on the queue), then
 # 20 minutes of a real trace through the fleet simulator under several policies. Outputs go to
