@@ -24,9 +24,12 @@ with enough requests and a fleet whose data is whole:
   when no pod queues (the load was carried within the SLO: evidence, not a guess; a cold start
   that is too low otherwise orders replicas for minutes before it is corrected), by the step
   when pods queue (the window may not count the queued requests yet).
-* SLO met with slack (latency at the target quantile within half the bound) at u >= 0.5:
-  probe up by 0.2 % a tick. Without this, a cold start that is too low would never be corrected:
-  the fleet is sized to keep u < 1, so "met at u > 1" would never be seen.
+* SLO met with slack (latency at the target quantile within half the bound) at u >= 0.5,
+  with the fleet at the size this estimate asks for (u x the headroom >= 0.9: the estimate is
+  being tested): probe up by `PROBE_STEP_RATIO` a tick. Without this, an estimate that is too
+  low would never be corrected: the fleet is sized to keep u < 1, so "met at u > 1" would
+  never be seen. While the fleet is larger than the estimate asks (a scale-down the windows
+  still hold), the probe waits: the estimate runs at most ~11 % ahead of a tested load.
 * SLO broken at 0.5 <= u < 1: shrink toward the load, Cp on a TTFT breach, Cg on a TPOT breach.
 * SLO broken at u < 0.5: an SLO infeasible at low load (prompts too long for the bound, say):
   more replicas would not help, so nothing is learned and the decision flags it. Unless pods
@@ -67,6 +70,7 @@ from autoscaler.policy.types import (
 LOW_LOAD_UTILISATION = 0.5  # broken below this: infeasible at low load, not a capacity estimate
 SLACK_RATIO = 0.5  # met with slack: the target quantile's latency within this share of the bound
 PROBE_STEP_RATIO = 1.002  # per tick, while met with slack
+PROBE_SIZED_RATIO = 0.9  # ... and the fleet at >= this share of what the estimate asks (u x headroom)
 
 
 @fast_init
@@ -237,15 +241,18 @@ def learn_capacity(
     slack: bool,
     queued: bool,
     max_step_ratio: float,
+    sized: float,
 ) -> tuple[tuple[float, float], bool]:
     """One tick of learning: ((Cp, Cg), infeasible at low load). `load` is one replica's (p, g);
     `*_met` whether that latency met the target share (None: unknown); `slack` whether every
-    known one met it within half its bound; `queued` whether pods queue.
+    known one met it within half its bound; `queued` whether pods queue; `sized` = u x the
+    headroom, the fleet's size against what this estimate asks for (1: as asked).
 
     Worked example, capacity (15,000, 3,000), step 1.1:
     met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0, no queue: the replica carried that load within
     the SLO, so grow by u at once: (30,000, 6,000); if pods queue: by min(2.0, 1.1): (16,500, 3,300).
-    met at (9,000, 900), u = 0.9, with slack: probe 1.002: (15,030, 3,006); without: no change.
+    met at (9,000, 900), u = 0.9, with slack, sized 0.9 x 1.2 = 1.08: probe 1.002: (15,030,
+    3,006); without slack, or sized 0.85 (a scale-down pending): no change.
     TTFT broken at (9,000, 900): the prompt share 0.6 over the room decode leaves, 1 - 0.3,
     is 0.857, bounded to 1 / 1.1 = 0.909: Cp 13,636, Cg as it is (with step 1.2: 12,857).
     TPOT broken there: 0.3 / 0.4 = 0.75, bounded: Cg 2,727. Both broken: both by
@@ -262,7 +269,7 @@ def learn_capacity(
             # carried within the SLO with no queue: the capacity is at least this load, at once
             # (a queue may hold requests the window has not counted yet: then by the step)
             factor = u if not queued and max_step_ratio > 1.0 else min(u, max_step_ratio)
-        elif slack and u >= LOW_LOAD_UTILISATION:
+        elif slack and u >= LOW_LOAD_UTILISATION and sized >= PROBE_SIZED_RATIO:
             factor = min(PROBE_STEP_RATIO, max_step_ratio)
         else:
             return capacity, False
@@ -385,9 +392,11 @@ def assess_slo(
     load = (p / served, g / served)
     infeasible = False
     if all_healthy and not reading.partial:
-        verdict = judge(reading, bound, slo, (a_ttft, a_tpot), minimum, utilisation(load, capacity))
+        u = utilisation(load, capacity)
+        verdict = judge(reading, bound, slo, (a_ttft, a_tpot), minimum, u)
+        sized = u * headroom_ratio(state, slo.attainment_target, policy.headroom_max_ratio)
         new, infeasible = learn_capacity(capacity, load, *verdict, demand.saturated_pods > 0,
-                                         policy.capacity_learning_max_step_ratio)
+                                         policy.capacity_learning_max_step_ratio, sized)
         if new != capacity:
             capacity = within_drift(new, cold)
             state = state.learned(capacity)

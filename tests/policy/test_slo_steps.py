@@ -199,39 +199,41 @@ def test_utilisation() -> None:
 
 # --- learning ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("load", "ttft_met", "tpot_met", "slack", "queued", "expected", "infeasible"),
+    ("load", "ttft_met", "tpot_met", "slack", "queued", "expected", "infeasible", "sized"),
     [
         # docstring rows, capacity (15,000, 3,000), step 1.1
-        ((18_000.0, 2_400.0), True, True, False, False, (30_000.0, 6_000.0), False),  # met, u 2.0: to the load
-        ((18_000.0, 2_400.0), True, True, False, True, (16_500.0, 3_300.0), False),  # ...queued: x1.1
-        ((9_000.0, 900.0), True, True, True, False, (15_030.0, 3_006.0), False),  # met with slack: probe
-        ((9_000.0, 900.0), True, True, False, False, H100, False),  # met, no slack, u < 1: as it is
-        ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False),  # TTFT: Cp, bounded
-        ((9_000.0, 900.0), True, False, False, False, (15_000.0, 3_000.0 / 1.1), False),  # TPOT: 0.75 -> 1/1.1
-        ((9_000.0, 900.0), False, False, False, False, (15_000.0 / 1.1, 3_000.0 / 1.1), False),  # both
-        ((3_000.0, 300.0), False, True, False, False, H100, True),  # u 0.3: infeasible at low load
-        ((3_000.0, 300.0), False, True, False, True, (15_000.0 / 1.1, 3_000.0), False),  # ...unless queued
-        ((18_000.0, 2_400.0), False, True, False, False, H100, False),  # broken at u 2: more are coming
+        ((18_000.0, 2_400.0), True, True, False, False, (30_000.0, 6_000.0), False, 1.08),  # met, u 2.0: to the load
+        ((18_000.0, 2_400.0), True, True, False, True, (16_500.0, 3_300.0), False, 1.08),  # ...queued: x1.1
+        ((9_000.0, 900.0), True, True, True, False, (15_030.0, 3_006.0), False, 1.08),  # met with slack: probe
+        ((9_000.0, 900.0), True, True, False, False, H100, False, 1.08),  # met, no slack, u < 1: as it is
+        ((9_000.0, 900.0), True, True, True, False, H100, False, 0.85),  # slack, but a scale-down pending
+        ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False, 1.08),  # TTFT: Cp, bounded
+        ((9_000.0, 900.0), True, False, False, False, (15_000.0, 3_000.0 / 1.1), False, 1.08),  # TPOT: 0.75 -> 1/1.1
+        ((9_000.0, 900.0), False, False, False, False, (15_000.0 / 1.1, 3_000.0 / 1.1), False, 1.08),  # both
+        ((3_000.0, 300.0), False, True, False, False, H100, True, 1.08),  # u 0.3: infeasible at low load
+        ((3_000.0, 300.0), False, True, False, True, (15_000.0 / 1.1, 3_000.0), False, 1.08),  # ...unless queued
+        ((18_000.0, 2_400.0), False, True, False, False, H100, False, 1.08),  # broken at u 2: more are coming
         # more rows
-        ((18_000.0, 2_400.0), None, None, False, False, H100, False),  # nothing known: as it is
-        ((12_000.0, 600.0), True, None, False, False, H100, False),  # u = 1.0 exactly: not > 1, no slack
+        ((18_000.0, 2_400.0), None, None, False, False, H100, False, 1.08),  # nothing known: as it is
+        ((12_000.0, 600.0), True, None, False, False, H100, False, 1.08),  # u = 1.0 exactly: not > 1, no slack
     ],
 )
-def test_learn_capacity(load, ttft_met, tpot_met, slack, queued, expected, infeasible) -> None:
-    got, flagged = learn_capacity(H100, load, ttft_met, tpot_met, slack, queued, 1.1)
+def test_learn_capacity(load, ttft_met, tpot_met, slack, queued, expected, infeasible, sized) -> None:
+    # sized = u x headroom: 1.08 (the docstring's 0.9 x 1.2), 0.85 where a scale-down is pending
+    got, flagged = learn_capacity(H100, load, ttft_met, tpot_met, slack, queued, 1.1, sized)
     assert got == pytest.approx(expected)
     assert flagged is infeasible
 
 
 def test_learn_capacity_probes_from_half_load_and_never_with_step_one() -> None:
     # docstring: with step 1.2 the TTFT breach shrinks Cp to the observed load, 0.6 / 0.7
-    shrunk, _ = learn_capacity(H100, (9_000.0, 900.0), False, True, False, False, 1.2)
+    shrunk, _ = learn_capacity(H100, (9_000.0, 900.0), False, True, False, False, 1.2, 1.0)
     assert shrunk == pytest.approx((15_000.0 * 0.6 / 0.7, 3_000.0))
-    grown, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1)  # u = 0.3 + 0.2 = 0.5
+    grown, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1, 1.0)  # u = 0.3 + 0.2 = 0.5, headroom 2
     assert grown == pytest.approx((15_030.0, 3_006.0))
-    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0)  # step 1 = never learn
+    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0, 2.0)  # step 1 = never learn
     assert still == H100
-    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, False, True, 1.0)  # queued too
+    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, False, True, 1.0, 2.0)  # queued too
     assert still == H100
 
 
