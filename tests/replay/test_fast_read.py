@@ -185,3 +185,38 @@ def test_a_last_step_without_its_newline_is_truncation(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(text.encode()))
     with pytest.raises(RecordingError, match=r"truncated at line 3 \(no end marker\)"):
         read_recording(path)
+
+
+def test_the_replay_builds_ready_pods_as_the_dataclass_does() -> None:
+    """`_ready_pod_fast` (the instance dict filled at once) is the one used here, and its pod is
+    `ReadyPod(...)`'s: same type, same fields in the same order, equal, hashable alike, frozen."""
+    import dataclasses
+
+    from autoscaler.policy.types import LatencyHistogram, MetricSample, PodStartup, ReadyPod
+    from autoscaler.replay import open_loop
+
+    assert open_loop._new_ready_pod is open_loop._ready_pod_fast
+    s, h = MetricSample(1.0, 2.0), LatencyHistogram((1.0, float("inf")), (1.0, 2.0), 2.0)
+    args = ("qwen-1", s, None, MetricSample(0.5, 2.0), PodStartup(1.0, 2.0), s, s, None, h, None, h)
+    fast, slow = open_loop._ready_pod_fast(*args), ReadyPod(*args)
+    assert type(fast) is ReadyPod and fast == slow and repr(fast) == repr(slow)
+    assert list(vars(fast).items()) == list(vars(slow).items())
+    assert dataclasses.astuple(fast) == dataclasses.astuple(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "other"  # type: ignore[misc]
+
+
+def test_a_ready_pod_class_it_cannot_fill_is_built_by_its_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ReadyPod with other fields (or compiled to a class without an instance dict): the
+    builder is the class itself."""
+    from dataclasses import dataclass
+
+    from autoscaler.replay import open_loop
+
+    @dataclass(frozen=True, slots=True)
+    class Slotted:
+        name: str
+
+    monkeypatch.setattr(open_loop, "ReadyPod", Slotted)
+    builder: object = open_loop._ready_pod_builder()
+    assert builder is Slotted
