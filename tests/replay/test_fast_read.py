@@ -54,6 +54,12 @@ LINES = [
     '{"t":150.0,"spec":1,"ready":1,"pods":['
     '["qwen-00001",true,null,[-0.0,149.0],[0.0,0.0],[0.0,-0.0],"vllm:kv_cache_usage_perc",[1.0,0.0],10.0,11.0,50.0]]}',
     '{"t":160.0,"spec":1,"ready":1,"pods":[],"demand":null}',
+    # blanks before a minus sign (JSON allows them): still a -0.0 after the 0.0 of the same time
+    '{"t": 170.0, "spec": 1, "ready": 1, "pods": [["qwen-00001", true, null, [0.0, 169.0], [ -0.0, 169.0], '
+    '[0.0,\t169.0], "vllm:kv_cache_usage_perc", [\t-0.0, 169.0], 10.0, 11.0, 50.0]], "demand": {"x":\t-1e-400}}',
+    # the only -0.0 of the line an underflow, after the 0.0 of the same time
+    '{"t":180.0,"spec":1,"ready":1,"pods":[["qwen-00001",true,null,[0.0,179.0],[-1e-400,179.0],[0.0,179.0],'
+    '"vllm:kv_cache_usage_perc",[0.0,179.0],10.0,11.0,50.0]]}',
 ]
 
 
@@ -83,6 +89,8 @@ def test_fast_reader_reads_exactly_what_the_reference_decoder_reads(tmp_path: Pa
     assert repr(second.pods[0].kv) == "MetricSample(value=-0.0, timestamp=114.0)"  # -1e-400
     assert type(rec.steps[2].demand["prompt_tokens_buckets"]["+Inf"]) is int  # as json reads it
     assert rec.steps[4].spec == 2147483647  # the int32 maximum of a Deployment's replicas
+    assert [repr(s.value) for s in (rec.steps[-2].pods[0].running, rec.steps[-2].pods[0].completed)] == ["-0.0"] * 2
+    assert repr(rec.steps[-1].pods[0].running.value) == "-0.0"
 
 
 def test_without_orjson_the_stdlib_path_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
