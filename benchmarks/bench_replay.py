@@ -13,7 +13,11 @@ Python objects). Options (the machine is often shared: wall times are noisy, CPU
                     the same interpreter after each timed run, here and for --baseline alike; the
                     decisions checked equal to the replay's), so the replay's own overhead
                     (observations, ticks) is replay - decide, and the part that is not decide()
-                    (`non_decide_seconds`) is read + replay - decide
+                    (`non_decide_seconds`) is read + replay - decide; and the observations alone
+                    (`build_cpu_seconds`: observation_of over every step, as the replay builds
+                    them), so decide() in the replay loop is about replay - build. The two splits
+                    differ by a second or so: decide() over stored observations runs faster than
+                    in the loop (its inputs are laid out differently in memory)
   --baseline REF    also time the code of git revision REF (a `git archive` in a temporary
                     directory; the working tree and git state are left alone), same file, same
                     machine, interleaved with this run's repetitions
@@ -85,6 +89,13 @@ figures = {"read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds
 if sys.argv[3] == "breakdown":  # decide() alone over the same observations, built beforehand (not timed)
     import gc
     from autoscaler.replay.open_loop import observation_of
+    gc.collect()
+    gc.disable()  # the observations alone, each dropped when the next is built (as replay() builds them)
+    c4 = time.process_time()
+    for s in recording.steps:
+        observation_of(s)
+    figures["build_cpu_seconds"] = time.process_time() - c4
+    gc.enable()
     observations = [(observation_of(s), s.t) for s in recording.steps]
     fresh = make_policy()
     decisions = []
@@ -170,7 +181,10 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _breakdown(run: dict[str, Any], steps: int) -> dict[str, Any]:
     """A run's replay split into decide() and the rest (the observations, the ticks)."""
     decide_s, decide_cpu = run["decide_seconds"], run["decide_cpu_seconds"]
-    return {"decide_seconds": round(decide_s, 3), "decide_us_per_tick": round(decide_s / steps * 1e6, 1),
+    build = run["build_cpu_seconds"]
+    return {"build_cpu_seconds": round(build, 3), "read_plus_build_cpu_seconds": round(run["read_cpu_seconds"] + build, 3),
+            "replay_minus_build_cpu_seconds": round(run["replay_cpu_seconds"] - build, 3),
+            "decide_seconds": round(decide_s, 3), "decide_us_per_tick": round(decide_s / steps * 1e6, 1),
             "replay_overhead_seconds": round(run["replay_seconds"] - decide_s, 3),
             "non_decide_seconds": round(run["read_seconds"] + run["replay_seconds"] - decide_s, 3),
             "decide_cpu_seconds": round(decide_cpu, 3),
