@@ -8,9 +8,16 @@ budget, and then exits 1 only with --strict.
 
 Also the peak memory of the process after the read (`read_peak_rss_mib`: the recording as
 Python objects). Options (the machine is often shared: wall times are noisy, CPU times less so):
-  --repeat N        time read + replay N times, keep the fastest (default 1)
-  --breakdown       also time decide() alone over the same observations, so the replay's own
-                    overhead (observations, ticks) is replay - decide
+  --repeat N        time read + replay N times, keep the fastest in CPU time (default 1)
+  --breakdown       also time decide() alone over the same observations (built beforehand, in
+                    the same interpreter after each timed run, here and for --baseline alike; the
+                    decisions checked equal to the replay's), so the replay's own overhead
+                    (observations, ticks) is replay - decide, and the part that is not decide()
+                    (`non_decide_seconds`) is read + replay - decide; and the observations alone
+                    (`build_cpu_seconds`: observation_of over every step, as the replay builds
+                    them), so decide() in the replay loop is about replay - build. The two splits
+                    differ by a second or so: decide() over stored observations runs faster than
+                    in the loop (its inputs are laid out differently in memory)
   --baseline REF    also time the code of git revision REF (a `git archive` in a temporary
                     directory; the working tree and git state are left alone), same file, same
                     machine, interleaved with this run's repetitions
@@ -42,11 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.baselines.hpa import HpaParams, HpaQueue
-from autoscaler.baselines.queue_lead import QueueLead
-from autoscaler.policy import PolicyParams
 from autoscaler.policy.types import LatencyHistogram, MetricSample
-from autoscaler.replay.format import FORMAT_VERSION, Step, no_gc, write_recording
-from autoscaler.replay.open_loop import observation_of
+from autoscaler.replay.format import FORMAT_VERSION, Step, write_recording
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
@@ -71,12 +75,14 @@ try:
     from autoscaler.replay.reader import read_recording
 except ImportError:  # trees before replay/reader.py
     from autoscaler.replay.format import read_recording
-try:
-    from autoscaler.baselines.queue_lead import QueueLead
-    policy = QueueLead(PolicyParams(max_replicas=int(sys.argv[2])), name="default")
-except ImportError:
-    from autoscaler.replay.open_loop import CorePolicy
-    policy = CorePolicy("default", PolicyParams(max_replicas=int(sys.argv[2])))
+def make_policy():
+    try:
+        from autoscaler.baselines.queue_lead import QueueLead
+        return QueueLead(PolicyParams(max_replicas=int(sys.argv[2])), name="default")
+    except ImportError:
+        from autoscaler.replay.open_loop import CorePolicy
+        return CorePolicy("default", PolicyParams(max_replicas=int(sys.argv[2])))
+policy = make_policy()
 w0, c0 = time.perf_counter(), time.process_time()
 recording = read_recording(sys.argv[1])
 w1, c1 = time.perf_counter(), time.process_time()
@@ -85,10 +91,33 @@ result = replay(recording, policy)
 w2, c2 = time.perf_counter(), time.process_time()
 compiled = getattr(autoscaler.policy, "COMPILED_MODULES", ())
 digest = hashlib.sha256("\\n".join(map(repr, result.ticks)).encode()).hexdigest()
-print(json.dumps({"build": f"compiled (mypyc: {len(compiled)} modules)" if compiled else "pure Python",
-                  "ticks_digest": digest, "read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds": c1 - c0,
-                  "replay_cpu_seconds": c2 - c1, "read_peak_rss_mib": read_rss,
-                  "ticks_differing": sum(1 for t in result.ticks if t.differs)}))
+figures = {"build": f"compiled (mypyc: {len(compiled)} modules)" if compiled else "pure Python",
+           "ticks_digest": digest, "read_seconds": w1 - w0, "replay_seconds": w2 - w1, "read_cpu_seconds": c1 - c0,
+           "replay_cpu_seconds": c2 - c1, "read_peak_rss_mib": read_rss,
+           "ticks_differing": sum(1 for t in result.ticks if t.differs)}
+if sys.argv[3] == "breakdown":  # decide() alone over the same observations, built beforehand (not timed)
+    import gc
+    from autoscaler.replay.open_loop import observation_of
+    gc.collect()
+    gc.disable()  # the observations alone, each dropped when the next is built (as replay() builds them)
+    c4 = time.process_time()
+    for s in recording.steps:
+        observation_of(s)
+    figures["build_cpu_seconds"] = time.process_time() - c4
+    gc.enable()
+    observations = [(observation_of(s), s.t) for s in recording.steps]
+    fresh = make_policy()
+    decisions = []
+    gc.collect()
+    gc.disable()  # as replay() runs it
+    w3, c3 = time.perf_counter(), time.process_time()
+    for obs, now in observations:
+        decisions.append(fresh(obs, now))
+    figures["decide_seconds"], figures["decide_cpu_seconds"] = time.perf_counter() - w3, time.process_time() - c3
+    gc.enable()
+    # the same decisions as the replay's, to the last bit
+    assert [(t.desired, t.reason, t.clamp) for t in result.ticks] == decisions
+print(json.dumps(figures))
 """
 
 
@@ -141,29 +170,35 @@ def _slo_recording(plain: Path) -> Path:
     return cache
 
 
-def _timed_run(tree: Path, recording: Path) -> dict[str, Any]:
-    """One read + replay in a fresh interpreter on the code under `tree`."""
+def _timed_run(tree: Path, recording: Path, breakdown: bool) -> dict[str, Any]:
+    """One read + replay in a fresh interpreter on the code under `tree`; with `breakdown`, then
+    `decide()` alone over the same observations (`decide_seconds`)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", TIMED_RUN, str(recording), str(MAX_REPLICAS)], cwd=tree, env=env,
+    out = subprocess.run([sys.executable, "-c", TIMED_RUN, str(recording), str(MAX_REPLICAS),
+                          "breakdown" if breakdown else "-"], cwd=tree, env=env,
                          capture_output=True, text=True, check=True)
     figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
 
 
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return min(runs, key=lambda r: r["read_seconds"] + r["replay_seconds"])
+    """The run of the least CPU time (read + replay): on a shared machine the wall time also
+    counts the other jobs' turns."""
+    return min(runs, key=lambda r: r["read_cpu_seconds"] + r["replay_cpu_seconds"])
 
 
-def _decide_seconds(recording: Path) -> float:
-    """decide() alone over the observations of every step (built beforehand, not timed)."""
-    rec = read_recording(recording)
-    observations = [(observation_of(s), s.t) for s in rec.steps]
-    policy = QueueLead(PolicyParams(max_replicas=MAX_REPLICAS), name="default")
-    with no_gc():  # as replay() runs it
-        started = time.perf_counter()
-        for obs, now in observations:
-            policy(obs, now)
-        return time.perf_counter() - started
+def _breakdown(run: dict[str, Any], steps: int) -> dict[str, Any]:
+    """A run's replay split into decide() and the rest (the observations, the ticks)."""
+    decide_s, decide_cpu = run["decide_seconds"], run["decide_cpu_seconds"]
+    build = run["build_cpu_seconds"]
+    return {"build_cpu_seconds": round(build, 3), "read_plus_build_cpu_seconds": round(run["read_cpu_seconds"] + build, 3),
+            "replay_minus_build_cpu_seconds": round(run["replay_cpu_seconds"] - build, 3),
+            "decide_seconds": round(decide_s, 3), "decide_us_per_tick": round(decide_s / steps * 1e6, 1),
+            "replay_overhead_seconds": round(run["replay_seconds"] - decide_s, 3),
+            "non_decide_seconds": round(run["read_seconds"] + run["replay_seconds"] - decide_s, 3),
+            "decide_cpu_seconds": round(decide_cpu, 3),
+            "replay_overhead_cpu_seconds": round(run["replay_cpu_seconds"] - decide_cpu, 3),
+            "non_decide_cpu_seconds": round(run["read_cpu_seconds"] + run["replay_cpu_seconds"] - decide_cpu, 3)}
 
 
 def main() -> int:
@@ -196,11 +231,11 @@ def main() -> int:
         base_runs: list[dict[str, Any]] = []
         pure_runs: list[dict[str, Any]] = []
         for _ in range(max(1, args.repeat)):
-            runs.append(_timed_run(root, cache))
+            runs.append(_timed_run(root, cache, args.breakdown))
             if base_tree is not None:
-                base_runs.append(_timed_run(base_tree, cache))
+                base_runs.append(_timed_run(base_tree, cache, args.breakdown))
             if pure_tree is not None:
-                pure_runs.append(_timed_run(pure_tree, cache))
+                pure_runs.append(_timed_run(pure_tree, cache, args.breakdown))
 
     best = _best(runs)
     recording = read_recording(cache)
@@ -229,10 +264,7 @@ def main() -> int:
     }
     del recording
     if args.breakdown:
-        decide_s = _decide_seconds(cache)
-        figures["decide_seconds"] = round(decide_s, 3)
-        figures["decide_us_per_tick"] = round(decide_s / steps * 1e6, 1)
-        figures["replay_overhead_seconds"] = round(best["replay_seconds"] - decide_s, 3)
+        figures.update(_breakdown(best, steps))
     if base_runs:
         b = _best(base_runs)
         figures["baseline"] = {
@@ -240,6 +272,7 @@ def main() -> int:
             "read_seconds": round(b["read_seconds"], 3),
             "replay_seconds": round(b["replay_seconds"], 3),
             "total_seconds": round(b["read_seconds"] + b["replay_seconds"], 3),
+            **(_breakdown(b, steps) if args.breakdown else {}),
             "read_cpu_seconds": round(b["read_cpu_seconds"], 3),
             "replay_cpu_seconds": round(b["replay_cpu_seconds"], 3),
             "read_peak_rss_mib": round(b["read_peak_rss_mib"]),

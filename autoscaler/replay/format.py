@@ -750,8 +750,9 @@ def decode_header(doc: Any, source: str) -> Header:
 # interned with value 0.0 is not reused for a -0.0.
 
 _HUGE_INT: Final = re.compile(rb"\d{20}")
-_NEG_ZERO: Final = re.compile(rb"-0[.,\]}eE \t\r\n]").search  # -0, -0.0, -0e1, -0.5 (not "qwen-00001")
-_NEG_TINY: Final = re.compile(rb"-[0-9.]+[eE]-").search  # -1e-400 (underflows to -0.0)
+# -0, -0.0, -0e1, -0.5 (not "qwen-00001"), or -1e-400 (underflows to -0.0): one regex, one pass over
+# the line (a search for "e-" and "E-" before a second regex cost twice the time, 0.35 s a month)
+_MAYBE_NEG_ZERO: Final = re.compile(rb"-(?:0[.,\]}eE \t\r\n]|[0-9.]+[eE]-)").search
 _SAMPLE_CACHE_MAX: Final = 65_536
 _new_tuple = tuple.__new__
 _INFS: Final = (math.inf, -math.inf)
@@ -878,7 +879,7 @@ def _fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
     new_pod = _new_tuple
     pod_type = RecordedPod
     new_step = Step
-    neg_zero, neg_tiny = _NEG_ZERO, _NEG_TINY
+    maybe_neg_zero = _MAYBE_NEG_ZERO
     slo_ok = version >= 2 and layouts is not None
     bare = version >= 4
     lay = layouts if layouts is not None else BucketLayouts(numbers=False)
@@ -900,7 +901,7 @@ def _fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
                 or type(pods_raw) is not list
             ):
                 return None
-            if neg_zero(line) or (b"e-" in line or b"E-" in line) and neg_tiny(line):
+            if maybe_neg_zero(line):
                 return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
             pods: list[RecordedPod] = []
             append = pods.append

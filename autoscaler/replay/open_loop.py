@@ -12,8 +12,8 @@ at step k + 1: that is what each decision is compared with.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 from autoscaler.baselines.hpa import HpaQueue, parse_baseline
 from autoscaler.baselines.interface import ObservationPolicy
@@ -21,7 +21,7 @@ from autoscaler.baselines.queue_lead import QueueLead
 from autoscaler.config import AutoscalerConfig, load_config_file
 from autoscaler.policy import Observation, PodInFlight, PodStartup, ReadyPod
 from autoscaler.policy.slo_series import sum_slo_series
-from autoscaler.policy.types import fast_init
+from autoscaler.policy.types import MetricSample, fast_init
 from autoscaler.replay.format import Recording, RecordingError, Step, no_gc
 
 _STARTUPS: dict[tuple[float, float | None, float | None], PodStartup] = {}  # immutable values, shared
@@ -34,18 +34,59 @@ def _new_startup(created: float, scheduled: float | None, ready_at: float | None
     return startup
 
 
+_READY_POD_FIELDS: Final = ("name", "waiting", "running", "kv_cache_usage", "startup", "completed_per_second",
+                             "prompt_tokens_per_second", "generation_tokens_per_second", "ttft", "tpot", "queue_time")
+
+
+def _ready_pod_fast(name: Any, waiting: Any, running: Any, kv: Any, startup: Any, completed: Any, prompt: Any,
+                    generation: Any, ttft: Any, tpot: Any, queue_time: Any, _new: Any = object.__new__,
+                    _cls: Any = ReadyPod) -> ReadyPod:
+    """`ReadyPod(...)` of these fields, the same instance (type, fields, frozen), in about half the
+    time: its instance dict filled at once instead of eleven `object.__setattr__` (~0.1 us each),
+    790,000 pods a month of replay."""
+    pod = _new(_cls)
+    pod.__dict__.update(name=name, waiting=waiting, running=running, kv_cache_usage=kv, startup=startup,
+                        completed_per_second=completed, prompt_tokens_per_second=prompt,
+                        generation_tokens_per_second=generation, ttft=ttft, tpot=tpot, queue_time=queue_time)
+    result: ReadyPod = pod
+    return result
+
+
+def _ready_pod_builder() -> Callable[..., ReadyPod]:
+    """`_ready_pod_fast` where it builds what `ReadyPod` builds (a plain frozen dataclass of these
+    fields in this order, no `__post_init__`, checked on a probe), else `ReadyPod` itself (e.g. a
+    class compiled to a native one, which has no instance dict and a fast constructor anyway)."""
+    probe = ("p", MetricSample(1.0, 2.0), None, MetricSample(0.5, 2.0), PodStartup(1.0), None, None, None, None,
+             None, None)
+    try:
+        same = (
+            tuple(f.name for f in fields(ReadyPod)) == _READY_POD_FIELDS
+            and not hasattr(ReadyPod, "__post_init__")
+            and "__slots__" not in ReadyPod.__dict__
+            and vars(_ready_pod_fast(*probe)) == vars(ReadyPod(*probe))
+            and type(_ready_pod_fast(*probe)) is ReadyPod
+        )
+    except (TypeError, AttributeError):
+        same = False
+    return _ready_pod_fast if same else ReadyPod
+
+
+_new_ready_pod: Final = _ready_pod_builder()
+
+
 def _observe(step: Step, free_gpus: int | None) -> tuple[Observation, float]:
     """The `Observation` of one recorded step and the waiting requests on its ready pods."""
     ready: list[ReadyPod] = []
     flight: list[PodInFlight] = []
     waiting = 0.0
     startups = _STARTUPS
+    new_ready_pod = _new_ready_pod
     for name, pod_ready, stage, w, r, kv, _, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt in step.pods:
         startup: PodStartup | None = None
         if created is not None:  # a dict hit inline: ~5 pods a step, 172,800 steps a month
             startup = startups.get((created, scheduled, ready_at)) or _new_startup(created, scheduled, ready_at)
         if pod_ready:
-            ready.append(ReadyPod(name, w, r, kv, startup, c, pt, gt, ttft, tpot, qt))
+            ready.append(new_ready_pod(name, w, r, kv, startup, c, pt, gt, ttft, tpot, qt))
             if w is not None:
                 waiting += w.value
         elif stage is not None and startup is not None:

@@ -54,6 +54,12 @@ LINES = [
     '{"t":150.0,"spec":1,"ready":1,"pods":['
     '["qwen-00001",true,null,[-0.0,149.0],[0.0,0.0],[0.0,-0.0],"vllm:kv_cache_usage_perc",[1.0,0.0],10.0,11.0,50.0]]}',
     '{"t":160.0,"spec":1,"ready":1,"pods":[],"demand":null}',
+    # blanks before a minus sign (JSON allows them): still a -0.0 after the 0.0 of the same time
+    '{"t": 170.0, "spec": 1, "ready": 1, "pods": [["qwen-00001", true, null, [0.0, 169.0], [ -0.0, 169.0], '
+    '[0.0,\t169.0], "vllm:kv_cache_usage_perc", [\t-0.0, 169.0], 10.0, 11.0, 50.0]], "demand": {"x":\t-1e-400}}',
+    # the only -0.0 of the line an underflow, after the 0.0 of the same time
+    '{"t":180.0,"spec":1,"ready":1,"pods":[["qwen-00001",true,null,[0.0,179.0],[-1e-400,179.0],[0.0,179.0],'
+    '"vllm:kv_cache_usage_perc",[0.0,179.0],10.0,11.0,50.0]]}',
 ]
 
 
@@ -83,6 +89,8 @@ def test_fast_reader_reads_exactly_what_the_reference_decoder_reads(tmp_path: Pa
     assert repr(second.pods[0].kv) == "MetricSample(value=-0.0, timestamp=114.0)"  # -1e-400
     assert type(rec.steps[2].demand["prompt_tokens_buckets"]["+Inf"]) is int  # as json reads it
     assert rec.steps[4].spec == 2147483647  # the int32 maximum of a Deployment's replicas
+    assert [repr(s.value) for s in (rec.steps[-2].pods[0].running, rec.steps[-2].pods[0].completed)] == ["-0.0"] * 2
+    assert repr(rec.steps[-1].pods[0].running.value) == "-0.0"
 
 
 def test_without_orjson_the_stdlib_path_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,3 +193,41 @@ def test_a_last_step_without_its_newline_is_truncation(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(text.encode()))
     with pytest.raises(RecordingError, match=r"truncated at line 3 \(no end marker\)"):
         read_recording(path)
+
+
+def test_the_replay_builds_ready_pods_as_the_dataclass_does() -> None:
+    """`_ready_pod_fast` (the instance dict filled at once) is the one used here, and its pod is
+    `ReadyPod(...)`'s: same type, same fields in the same order, equal, hashable alike, frozen."""
+    import dataclasses
+    import types
+
+    from autoscaler.policy.types import LatencyHistogram, MetricSample, PodStartup, ReadyPod
+    from autoscaler.replay import open_loop
+
+    if not isinstance(ReadyPod.__init__, types.FunctionType):  # pragma: no cover - a compiled policy
+        pytest.skip("ReadyPod is not a Python dataclass here: the replay builds it with its own constructor")
+    assert open_loop._new_ready_pod is open_loop._ready_pod_fast
+    s, h = MetricSample(1.0, 2.0), LatencyHistogram((1.0, float("inf")), (1.0, 2.0), 2.0)
+    args = ("qwen-1", s, None, MetricSample(0.5, 2.0), PodStartup(1.0, 2.0), s, s, None, h, None, h)
+    fast, slow = open_loop._ready_pod_fast(*args), ReadyPod(*args)
+    assert type(fast) is ReadyPod and fast == slow and repr(fast) == repr(slow)
+    assert list(vars(fast).items()) == list(vars(slow).items())
+    assert dataclasses.astuple(fast) == dataclasses.astuple(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "other"  # type: ignore[misc]
+
+
+def test_a_ready_pod_class_it_cannot_fill_is_built_by_its_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ReadyPod with other fields (or compiled to a class without an instance dict): the
+    builder is the class itself."""
+    from dataclasses import dataclass
+
+    from autoscaler.replay import open_loop
+
+    @dataclass(frozen=True, slots=True)
+    class Slotted:
+        name: str
+
+    monkeypatch.setattr(open_loop, "ReadyPod", Slotted)
+    builder: object = open_loop._ready_pod_builder()
+    assert builder is Slotted
