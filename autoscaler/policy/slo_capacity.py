@@ -34,7 +34,11 @@ with enough requests and a fleet whose data is whole:
 * SLO broken at u < 0.5: an SLO infeasible at low load (prompts too long for the bound, say):
   more replicas would not help, so nothing is learned and the decision flags it. Unless pods
   queue: then the replicas are overloaded and the estimate is far too high: shrink.
-* SLO broken at u >= 1: expected; more replicas are coming. No change.
+* SLO broken at 1 <= u <= step: expected; more replicas are coming. No change. Broken at
+  u > step: the replicas carry more than a step above the estimate, so it bounds nothing (the
+  SLO capacity is below the load, by how much is unknown) and sizing on it would order u times
+  the fleet: both move to the load / step (u = step), and the rules above take it from there
+  (a breach below u = 1 shrinks it, a load carried within the SLO grows it).
 
 **Replicas** (`slo_replicas`): (P / Cp + G / Cg) x headroom, with token demand = served token
 rates x arrivals / completions when the queue model has an arrival estimate (else served), and
@@ -258,7 +262,10 @@ def learn_capacity(
     TPOT broken there: 0.3 / 0.4 = 0.75, bounded: Cg 2,727. Both broken: both by
     max(0.9, 0.909) = 0.909.
     TTFT broken at (3,000, 300), u = 0.3: infeasible at low load, no change; if pods queue:
-    shrink, at most by 1 / 1.1. Broken at u = 2.0: no change (more replicas are coming).
+    shrink, at most by 1 / 1.1. Broken at u = 1.05: no change (more replicas are coming).
+    Broken at (18,000, 2,400), u = 2.0 > 1.1: the replica carries twice the estimate, so the
+    estimate is no bound to size on (it would order twice the fleet): both to the load / 1.1,
+    (27,273, 5,455), u = 1.1; with step 1: no change.
     """
     if ttft_met is None and tpot_met is None:
         return capacity, False
@@ -275,6 +282,8 @@ def learn_capacity(
             return capacity, False
         return (cp * factor, cg * factor), False
     if u >= 1.0:
+        if u > max_step_ratio > 1.0:  # broken far above the estimate: not one to size on
+            return (cp * u / max_step_ratio, cg * u / max_step_ratio), False
         return capacity, False
     if u < LOW_LOAD_UTILISATION and not queued:
         return capacity, True

@@ -212,7 +212,9 @@ def test_utilisation() -> None:
         ((9_000.0, 900.0), False, False, False, False, (15_000.0 / 1.1, 3_000.0 / 1.1), False, 1.08),  # both
         ((3_000.0, 300.0), False, True, False, False, H100, True, 1.08),  # u 0.3: infeasible at low load
         ((3_000.0, 300.0), False, True, False, True, (15_000.0 / 1.1, 3_000.0), False, 1.08),  # ...unless queued
-        ((18_000.0, 2_400.0), False, True, False, False, H100, False, 1.08),  # broken at u 2: more are coming
+        ((18_000.0, 2_400.0), False, True, False, False, (15_000.0 * 2 / 1.1, 3_000.0 * 2 / 1.1), False, 1.08),  # broken
+        # at u 2 > 1.1: to the load / 1.1 (27,273, 5,455)
+        ((12_600.0, 600.0), False, True, False, False, H100, False, 1.08),  # broken at u 1.04: more are coming
         # more rows
         ((18_000.0, 2_400.0), None, None, False, False, H100, False, 1.08),  # nothing known: as it is
         ((12_000.0, 600.0), True, None, False, False, H100, False, 1.08),  # u = 1.0 exactly: not > 1, no slack
@@ -234,6 +236,8 @@ def test_learn_capacity_probes_from_half_load_and_never_with_step_one() -> None:
     still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0, 2.0)  # step 1 = never learn
     assert still == H100
     still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, False, True, 1.0, 2.0)  # queued too
+    assert still == H100
+    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), False, True, False, False, 1.0, 2.0)  # broken at u 2
     assert still == H100
 
 
