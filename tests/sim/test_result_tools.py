@@ -3,6 +3,7 @@ published results: tests/sim/test_experiment_sweep.py)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import sys
@@ -175,3 +176,14 @@ def test_slo_defaults_on_a_scenario_never_seen(tmp_path: Path) -> None:
     bad.write_text("name: bad\ntrace: t.csv\nknobs: {queue-lead: [1]}\n")
     refused = tool("--scenario-file", str(bad))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_start_size_runs_queue_lead_from_the_start_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    tool = _tool("start_size")
+    # the demo scenario (20 bundled minutes): from 2 replicas and from 12, one seed
+    assert tool.main(["demo", "--start", "2", "12"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" seed")[0] for line in lines] == ["demo start 2", "demo start 12"]
+    specs = [ast.literal_eval(line.split("spec every 10 min ")[1]) for line in lines]
+    assert specs[0][0] == 2 and specs[1][0] == 12
+    assert tool.main(["no-such-scenario"]) == 2

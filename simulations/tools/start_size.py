@@ -1,0 +1,63 @@
+"""queue-lead at its shipped defaults (the scenario's SLO its only input) from a chosen start fleet:
+how it climbs from an under-sized fleet or sheds an over-sized one. For the tuning slices of
+simulations/preregistered.yaml only (docs/slo-policy.md quotes its rows): never to choose a
+default on an evaluation scenario.
+
+    python simulations/tools/start_size.py tuning-servegen-m-mid-d2-2h --start 8 20 [--seeds 0 1 2]
+
+One line per (start, seed): attainment %, node GPU-hours, and the spec replicas every 10 minutes.
+A start of 0 means the protocol's own start (`Prepared.initial_need`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from autoscaler.policy import PolicyParams
+from autoscaler.sim.experiment import REPO, Scenario, build, prepared_for
+from autoscaler.sim.runner import run
+
+SCENARIOS = REPO / "simulations" / "scenarios"
+SERIES_EVERY = 10  # series points (one a minute) between two printed spec values
+
+
+def run_from(sc: Scenario, seed: int, start: int) -> dict[str, Any]:
+    """One run of queue-lead at shipped defaults (`slo_defaults.run_shipped`'s policy) from `start`
+    ready replicas (0: the protocol's start)."""
+    prep = prepared_for(sc, seed)
+    pol, cfg = build(prep, "queue-lead", None)
+    shipped = PolicyParams().target_running_per_replica
+    pol.params = pol.params.model_copy(update={"target_running_per_replica": shipped})  # type: ignore[attr-defined]
+    if start > 0:
+        cfg = replace(cfg, initial_replicas=start)
+    r = run(prep.trace, prep.profile, pol, cfg)
+    spec = r.series["spec"]
+    return {"start": cfg.initial_replicas, "seed": seed, "slo_attainment": r.slo_attainment,
+            "gpu_hours_nodes": r.gpu_hours_nodes, "spec_every_10_min": [int(spec[i]) for i in range(0, len(spec), SERIES_EVERY)]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario", help="a scenario name in simulations/scenarios (a tuning slice)")
+    ap.add_argument("--start", type=int, nargs="+", default=[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    args = ap.parse_args(argv)
+    path = SCENARIOS / f"{args.scenario}.yaml"
+    if not path.exists() or any(s < 0 for s in args.start):
+        print(f"start_size: no scenario {path} or a negative start", file=sys.stderr)
+        return 2
+    sc = Scenario.load(path)
+    for start in args.start:
+        for seed in args.seeds:
+            row = run_from(sc, seed, start)
+            print(f"{args.scenario} start {row['start']} seed {seed}: {100 * row['slo_attainment']:.2f} % "
+                  f"{row['gpu_hours_nodes']:.1f} node GPU-h, spec every 10 min {row['spec_every_10_min']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
