@@ -427,6 +427,17 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
     return pol, cfg
 
 
+def build_shipped(prep: Prepared) -> tuple[Policy, RunConfig]:
+    """queue-lead with the controller's shipped defaults: `PolicyParams()` as the ConfigMap gives
+    them (the batch guard `target_running_per_replica` included, null as shipped; the sweep's
+    knob grid is not used), plus the scenario's SLO and the capacity row of the model and GPU it
+    simulates (`build`)."""
+    pol, cfg = build(prep, "queue-lead", None)
+    shipped = PolicyParams().target_running_per_replica
+    pol.params = pol.params.model_copy(update={"target_running_per_replica": shipped})  # type: ignore[attr-defined]
+    return pol, cfg
+
+
 def default_knob(sc: Scenario, name: str) -> float:
     """The knob a policy runs at when none is given: queue-lead's scenario setting, else the default."""
     if name == "queue-lead":

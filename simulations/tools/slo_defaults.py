@@ -30,7 +30,6 @@ import numpy as np
 
 from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.executor import make_executor
-from autoscaler.policy import PolicyParams
 from autoscaler.sim.bound import attainment_grid, combine
 from autoscaler.sim.experiment import (
     REPO,
@@ -39,7 +38,7 @@ from autoscaler.sim.experiment import (
     Protocol,
     Scenario,
     bound_job,
-    build,
+    build_shipped,
     default_knob,
     load_protocol,
     outcome_of,
@@ -54,14 +53,9 @@ OURS = "queue-lead"
 
 
 def run_shipped(job: Job) -> Outcome:
-    """One seed of queue-lead with the controller's shipped defaults: `PolicyParams()` as the
-    ConfigMap gives them (the batch guard `target_running_per_replica` included, null as
-    shipped; the sweep's knob grid is not used), plus the scenario's SLO and the capacity row of
-    the model and GPU it simulates (`experiment.build`)."""
+    """One seed of queue-lead with the controller's shipped defaults (`experiment.build_shipped`)."""
     prep = prepared_for(job.scenario, job.seed)
-    pol, cfg = build(prep, OURS, None)
-    shipped = PolicyParams().target_running_per_replica
-    pol.params = pol.params.model_copy(update={"target_running_per_replica": shipped})  # type: ignore[attr-defined]
+    pol, cfg = build_shipped(prep)
     return outcome_of(run(prep.trace, prep.profile, pol, cfg, knob=job.knob), job)
 
 

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from autoscaler.policy import PolicyParams
-from autoscaler.sim.experiment import REPO, Scenario, build, prepared_for
+from autoscaler.sim.experiment import REPO, Scenario, build_shipped, load_protocol, prepared_for
 from autoscaler.sim.runner import run
 
 SCENARIOS = REPO / "simulations" / "scenarios"
@@ -26,12 +25,10 @@ SERIES_EVERY = 10  # series points (one a minute) between two printed spec value
 
 
 def run_from(sc: Scenario, seed: int, start: int) -> dict[str, Any]:
-    """One run of queue-lead at shipped defaults (`slo_defaults.run_shipped`'s policy) from `start`
-    ready replicas (0: the protocol's start)."""
+    """One run of queue-lead at shipped defaults (`experiment.build_shipped`) from `start` ready
+    replicas (0: the protocol's start)."""
     prep = prepared_for(sc, seed)
-    pol, cfg = build(prep, "queue-lead", None)
-    shipped = PolicyParams().target_running_per_replica
-    pol.params = pol.params.model_copy(update={"target_running_per_replica": shipped})  # type: ignore[attr-defined]
+    pol, cfg = build_shipped(prep)
     if start > 0:
         cfg = replace(cfg, initial_replicas=start)
     r = run(prep.trace, prep.profile, pol, cfg)
@@ -49,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = SCENARIOS / f"{args.scenario}.yaml"
     if not path.exists() or any(s < 0 for s in args.start):
         print(f"start_size: no scenario {path} or a negative start", file=sys.stderr)
+        return 2
+    if args.scenario in load_protocol().evaluation:
+        print(f"start_size: {args.scenario} is an evaluation scenario of the protocol: tuning slices only", file=sys.stderr)
         return 2
     sc = Scenario.load(path)
     for start in args.start:

@@ -187,3 +187,5 @@ def test_start_size_runs_queue_lead_from_the_start_asked(capsys: pytest.CaptureF
     specs = [ast.literal_eval(line.split("spec every 10 min ")[1]) for line in lines]
     assert specs[0][0] == 2 and specs[1][0] == 12
     assert tool.main(["no-such-scenario"]) == 2
+    assert tool.main(["azure-conv", "--start", "2"]) == 2  # an evaluation scenario: refused
+    assert "evaluation scenario" in capsys.readouterr().err
