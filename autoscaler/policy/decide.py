@@ -30,6 +30,7 @@ from autoscaler.policy.outcome import decision, decision_values
 from autoscaler.policy.params import PolicyParams
 from autoscaler.policy.recommendation import (
     hold_on_partial_data,
+    hold_while_slo_broken,
     recommend,
     wait_for_capacity_in_flight,
 )
@@ -54,7 +55,8 @@ def decide(
        node (3) and the demand one lead time later (4);
     5. the recommendation: the largest of the three, or the current replicas when there is no
        data or it is within the tolerance;
-    6. never lower than the current replicas on partial data (1, and the SLO series);
+    6. never lower than the current replicas on partial data (1, and the SLO series), nor
+       while the SLO is measured broken;
     7. the plan, while pods are in flight: no higher than it or the demand now (5);
     8. never lower than the current replicas during a rollout (8);
     9. the stabilisation windows, the current replicas standing in for an empty history (6);
@@ -76,6 +78,7 @@ def decide(
     sizing = size(policy, observation, state, health, flight.counted, lead, now)
     rec = recommend(sizing, observation, policy)
     rec = hold_on_partial_data(rec, current, sizing, health, now, policy)
+    rec = hold_while_slo_broken(rec, current, sizing, policy)
     planned = state.planned_replicas if flight.counted else None  # a plan lasts while pods fly
     rec = wait_for_capacity_in_flight(rec, sizing, planned or current, current, flight, policy)
     rec = hold_for_rollout(rec, observation)

@@ -70,6 +70,27 @@ def hold_on_partial_data(
     return Recommendation(current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
 
 
+def hold_while_slo_broken(rec: Recommendation, current: int, sizing: Sizing, policy: PolicyParams) -> Recommendation:
+    """Never down while the SLO is measured broken: a recommendation below the current replicas
+    is held there when the fleet's TTFT or TPOT attainment (`slo_capacity`, from enough
+    requests) is below the target, unless the breach is an SLO infeasible at low load (more
+    replicas would not help, so fewer may be right). The stabilisation window usually holds
+    such a tick already; this holds it when the window has moved on (pods in flight longer than
+    it, say).
+
+    Worked example: 6 replicas, recommendation 5, TTFT attainment 0.7 against 0.99: hold at 6
+    (slo broken). Attainment 0.995, or 0.7 flagged infeasible at low load: the 5 stands. A
+    recommendation of 7 stands whatever the SLO.
+    """
+    slo = sizing.slo
+    if rec.replicas >= current or slo is None or slo.infeasible_at_low_load:
+        return rec
+    target = policy.slo.attainment_target
+    if any(a is not None and a < target for a in (slo.ttft_attainment, slo.tpot_attainment)):
+        return Recommendation(current, Reason.HOLD_SLO_BROKEN)
+    return rec
+
+
 def wait_for_capacity_in_flight(
     rec: Recommendation, sizing: Sizing, planned: int, current: int, flight: InFlight, policy: PolicyParams
 ) -> Recommendation:

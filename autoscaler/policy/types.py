@@ -334,6 +334,7 @@ class Reason(StrEnum):
     HOLD_STEADY = "hold_steady"
     HOLD_WITHIN_TOLERANCE = "hold_within_tolerance"
     HOLD_METRICS_UNHEALTHY = "hold_metrics_unhealthy"
+    HOLD_SLO_BROKEN = "hold_slo_broken"
     HOLD_NO_READY_PODS = "hold_no_ready_pods"
     HOLD_CAPACITY_IN_FLIGHT = "hold_capacity_in_flight"
     HOLD_SCALE_DOWN_WINDOW = "hold_scale_down_window"

@@ -24,9 +24,9 @@ from autoscaler.policy.capacity_table import cold_start_capacity
 from autoscaler.policy.headroom import normal_quantile
 from autoscaler.policy.limits import bounds
 from autoscaler.policy.slo_capacity import MAX_DRIFT_RATIO
-from autoscaler.policy.types import COLD_SLO_STATE, LatencyHistogram, SloState
+from autoscaler.policy.types import COLD_SLO_STATE, LatencyHistogram, PodStage, SloState
 
-from .builders import hist, obs, pods, slo_pod
+from .builders import flying, hist, obs, pods, slo_pod
 from .test_properties import observations, params, states
 
 NOW = 10_000.0
@@ -301,3 +301,20 @@ def test_length_aware_ttft_bound() -> None:
     d, _ = run(obs(2, ready, free_gpus=8), params=p)
     assert d.values.slo_ttft_seconds == pytest.approx(2.45)
     assert d.values.ttft_attainment == pytest.approx(0.79)
+
+
+def test_no_scale_down_while_the_slo_is_broken() -> None:
+    # 2 pods at 30,000 prompt and 600 generated tokens/s, TTFT attainment 0.7: u = 2 + 0.2 = 2.2
+    # > 1.1, so the estimate moves to the load / 1.1 and the SLO step asks 2 x 1.1 = 2.2 -> 3.
+    # 6 replicas (4 loading), the window's last 6 long gone: the 3 would be a scale-down while the
+    # SLO is broken; held at 6 (hold_slo_broken).
+    ready = tuple(slo_pod(f"p{i}", NOW, 30_000.0, 600.0, SLOW_TTFT, FAST_TPOT) for i in range(2))
+    loading = tuple(flying(f"f{i}", PodStage.LOADING, NOW - 60, NOW - 50) for i in range(4))
+    d, _ = run(obs(6, ready, pods_in_flight=loading, free_gpus=8), PolicyState(recommendations=((NOW - 900, 6),)))
+    assert (d.desired_replicas, d.reason) == (6, Reason.HOLD_SLO_BROKEN)
+    assert d.values.slo_replicas == pytest.approx(2.2)
+    # the same with the SLO met: not this hold (the jump to the load asks 2, within tolerance of
+    # the 2 ready: hold_within_tolerance)
+    fast = tuple(slo_pod(f"p{i}", NOW, 30_000.0, 600.0, FAST_TTFT, FAST_TPOT) for i in range(2))
+    d, _ = run(obs(6, fast, pods_in_flight=loading, free_gpus=8), PolicyState(recommendations=((NOW - 900, 6),)))
+    assert d.reason is Reason.HOLD_WITHIN_TOLERANCE

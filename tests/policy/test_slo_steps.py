@@ -26,11 +26,13 @@ from autoscaler.policy.headroom import (
     update_moments,
 )
 from autoscaler.policy.outcome import bound_signal
+from autoscaler.policy.recommendation import Recommendation, hold_while_slo_broken
 from autoscaler.policy.params import SloParams
 from autoscaler.policy.sizing import Sizing
 from autoscaler.policy.slo_capacity import (
     MAX_DRIFT_RATIO,
     SloReading,
+    SloSignal,
     add_headroom,
     assess_slo,
     attainment,
@@ -46,7 +48,7 @@ from autoscaler.policy.slo_capacity import (
     utilisation,
     within_drift,
 )
-from autoscaler.policy.types import SloState
+from autoscaler.policy.types import Reason, SloState
 
 from .builders import hist, slo_pod
 
@@ -447,3 +449,25 @@ def test_slo_state_rejects_bad_data(change: dict[str, object]) -> None:
         SloState.from_dict(data)
     with pytest.raises(ValueError):
         SloState.from_dict("not a mapping")  # type: ignore[arg-type]
+
+
+# --- never down while the SLO is broken ------------------------------------------------------------
+def _slo_sizing(ttft: float | None, tpot: float | None, infeasible: bool = False) -> Sizing:
+    signal = SloSignal(5.0, 1.0, 1.0, H100, False, 2.0, ttft, tpot, 0.9, infeasible, False, 1.0, SloState())
+    d = Demand(0.0, 0.0, 0.0, 0, None, None, None, "batch", 5.0, 0.0)
+    return Sizing(d, Forecast(0.0, 0.0, 5.0), 5.0, 300.0, (), (), (), slo=signal, slo_replicas=5.0)
+
+
+@pytest.mark.parametrize(
+    ("rec", "slo", "expected"),
+    [
+        (Recommendation(5), _slo_sizing(0.7, None), Recommendation(6, Reason.HOLD_SLO_BROKEN)),  # docstring
+        (Recommendation(5), _slo_sizing(0.995, None), Recommendation(5)),  # docstring: met
+        (Recommendation(5), _slo_sizing(0.7, None, infeasible=True), Recommendation(5)),  # docstring: infeasible
+        (Recommendation(7), _slo_sizing(0.7, None), Recommendation(7)),  # docstring: up stands
+        (Recommendation(5), _slo_sizing(1.0, 0.9), Recommendation(6, Reason.HOLD_SLO_BROKEN)),  # TPOT broken
+        (Recommendation(5), _slo_sizing(None, None), Recommendation(5)),  # too few requests to tell
+    ],
+)
+def test_hold_while_slo_broken(rec: Recommendation, slo: Sizing, expected: Recommendation) -> None:
+    assert hold_while_slo_broken(rec, 6, slo, PolicyParams()) == expected
