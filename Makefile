@@ -32,11 +32,13 @@ lint: venv
 # Tests run in one worker per core (pytest-xdist): most of their time is spent waiting on the
 # Prometheus and API servers they start. TEST_JOBS=0 runs them in this process.
 TEST_JOBS ?= auto
-# Then the policy's tests once more against the mypyc build (`make compiled`, below), which
+# Then the policy's (and the fast reader's) tests once more against the mypyc build (`make compiled`, below), which
 # must give the same decisions to the last bit (tests/policy/test_compiled.py); the extensions
 # are removed again whatever the outcome. TEST_COMPILED=0 skips that pass (about 1 min); so does
 # a machine without a C compiler or the Python headers (said in one line: mypyc needs both).
 TEST_COMPILED ?= 1
+# The recording reader's fast path is compiled too: its tests (it reads what the reference reads).
+COMPILED_READ_TESTS = tests/replay/test_fast_read.py tests/replay/test_format_and_cli.py tests/replay/test_format_v2.py tests/replay/test_format_v3.py tests/replay/test_format_v4.py
 CAN_COMPILE = $(PY) -c 'import os, shutil, sys, sysconfig; cc = (sysconfig.get_config_var("CC") or "cc").split()[0]; \
 	sys.exit(0 if shutil.which(cc) and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'
 test: venv prometheus lint
@@ -46,7 +48,7 @@ test: venv prometheus lint
 
 test-compiled: venv
 	$(MAKE) --no-print-directory compiled
-	$(VENV)/bin/pytest -q -n $(TEST_JOBS) tests/policy; status=$$?; $(MAKE) --no-print-directory pure; exit $$status
+	$(VENV)/bin/pytest -q -n $(TEST_JOBS) tests/policy $(COMPILED_READ_TESTS); status=$$?; $(MAKE) --no-print-directory pure; exit $$status
 
 # The decision log of a burst through the decision core (ours vs. HPA on the queue), then
 # 20 minutes of a real trace through the fleet simulator under several policies. Outputs go to
@@ -100,11 +102,11 @@ bench: venv
 compiled: venv
 	$(PIP) install -q 'setuptools>=77'
 	AUTOSCALER_MYPYC=1 $(PY) setup.py -q build_ext --inplace
-	touch autoscaler/policy/*.so  # built from the sources as they are now (an unchanged one is copied with its old time)
+	touch autoscaler/policy/*.so autoscaler/replay/*.so  # built from the sources as they are now (an unchanged one is copied with its old time)
 	$(PY) -c 'import autoscaler.policy as p; assert p.COMPILED_MODULES; print("compiled:", len(p.COMPILED_MODULES), "modules")'
 
 pure:
-	rm -f autoscaler/policy/*.so autoscaler_policy__mypyc.*.so
+	rm -f autoscaler/policy/*.so autoscaler/replay/*.so autoscaler_policy__mypyc.*.so
 	rm -rf build/lib.* build/temp.* build/__native* build/autoscaler build/ops.txt
 
 # The controller image (needs a Docker engine).

@@ -41,6 +41,7 @@ COMPILED = [
     "autoscaler/policy/slo_capacity.py",
     "autoscaler/policy/slo_series.py",
     "autoscaler/policy/stabilize.py",
+    "autoscaler/replay/fast_decode.py",  # the recording reader's fast path (its reference path stays pure)
 ]
 
 if os.environ.get("AUTOSCALER_MYPYC") == "1":

@@ -60,7 +60,8 @@ def assess_in_flight(pods: tuple[PodInFlight, ...], lead: LeadTimeEstimate, now:
     by_stage: dict[str, int] = {}
     latest = 0.0
     for pod in pods:
-        by_stage[pod.stage.value] = by_stage.get(pod.stage.value, 0) + 1
+        stage = pod.stage._value_  # the plain attribute: `.value` is a descriptor call
+        by_stage[stage] = by_stage.get(stage, 0) + 1
         eta, expected = pod_eta(pod, lead)
         if now - eta > expected:
             overdue += 1

@@ -78,7 +78,6 @@ import gzip
 import io
 import json
 import math
-import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -150,7 +149,7 @@ class BucketLayouts:
         self.ordered: list[tuple[float, ...]] = []
         self.rates_by_value: dict[tuple[float, ...], tuple[float, ...]] = {}
         self.rates_ordered: list[tuple[float, ...]] = []
-        self.hists: dict[tuple[int, int, float], LatencyHistogram] = {}  # the fast path's, see _fast_histogram
+        self.hists: dict[tuple[int, int, float], LatencyHistogram] = {}  # the fast path's (autoscaler.replay.fast_decode)
 
     def add_rates(self, rates: tuple[float, ...]) -> tuple[float, ...]:
         """The rate vector read in full (padded), numbered if the writer numbered it: the one
@@ -730,264 +729,6 @@ def decode_header(doc: Any, source: str) -> Header:
     )
 
 
-# --------------------------------------------------------------------------- fast decoding
-#
-# A month at 15 s is 172,800 steps and millions of samples: `decode_step` above would spend
-# most of the read checking and building them one by one. `_fast_step` reads the common case
-# (every value of the type the writer writes) with fewer checks and allocations, and gives up
-# (returns None) on anything else: the caller then decodes that line with the stdlib JSON
-# parser and `decode_step`, exactly as before, so an unusual but valid line reads the same and
-# an invalid one fails with the same message. What it does differently:
-#
-# * equal samples are one object: `MetricSample` is immutable, and within a step the pods'
-#   samples share their timestamp and often their value (0 on an idle fleet), and between
-#   scrapes a sample repeats from step to step; interning cuts the allocations ~10x;
-# * `RecordedPod` is built without its Python-level constructor, `Step` with `fast_init`'s.
-#
-# Where orjson's document could differ from json.loads' it is read the slow way: integers of
-# 20 digits or more (orjson makes them floats) where they would be kept as read. -0.0 equals
-# 0.0 as a dict key: a sample of value -0.0 (or timestamp 0) is never interned, and a sample
-# interned with value 0.0 is not reused for a -0.0.
-
-_HUGE_INT: Final = re.compile(rb"\d{20}")
-# -0, -0.0, -0e1, -0.5 (not "qwen-00001"), or -1e-400 (underflows to -0.0): one regex, one pass over
-# the line (a search for "e-" and "E-" before a second regex cost twice the time, 0.35 s a month)
-_MAYBE_NEG_ZERO: Final = re.compile(rb"-(?:0[.,\]}eE \t\r\n]|[0-9.]+[eE]-)").search
-_SAMPLE_CACHE_MAX: Final = 65_536
-_new_tuple = tuple.__new__
-_INFS: Final = (math.inf, -math.inf)
-_copysign = math.copysign
-
-
-def _new_sample(v: Any, ts: Any, cache: dict[Any, MetricSample]) -> MetricSample:
-    """A sample not interned yet: checked as `_decode_sample` checks it (ValueError or TypeError
-    if not valid), built, and interned under (v, ts) unless -0.0 could be mistaken for 0.0."""
-    if type(v) is str and v not in _SPECIAL:
-        raise ValueError(v)
-    value = float(v)
-    stamp = float(ts)
-    if not (-MAX_VALUE <= value <= MAX_VALUE or value != value or value in _INFS) or not 0.0 <= stamp <= MAX_TIMESTAMP:
-        raise ValueError(v)  # out of range: `_decode_sample` says which
-    s = MetricSample(value, stamp)
-    if stamp != 0.0 and (value != 0.0 or _copysign(1.0, value) > 0.0):
-        if len(cache) >= _SAMPLE_CACHE_MAX:
-            cache.clear()
-        cache[v, ts] = s
-    return s
-
-
-class _NotFast(Exception):
-    """A version 2 pod entry the fast path leaves to `decode_step`."""
-
-
-_FLOAT_TYPE: Final = {float}
-
-
-def _fast_histogram(raw: Any, layouts: BucketLayouts) -> LatencyHistogram | None:
-    """The histogram of a well-formed `[bounds, rates, timestamp]` of floats, or in version 3
-    `[layout number, rates, timestamp]` (the bounds shared: one tuple per layout), in version 4
-    with a rate vector number or rates without their repeated tail, else `_NotFast`. In version
-    4 a histogram of a numbered layout and numbered rates is one object per timestamp (pods of
-    one step on equal load, a series between scrapes)."""
-    if raw is None:
-        return None
-    b, r, ts = raw
-    if type(ts) is not float or not 0.0 <= ts <= MAX_TIMESTAMP:
-        raise _NotFast
-    if type(r) is int and type(b) is int:  # version 4, both numbered
-        return layouts.hists.get((b, r, ts)) or _numbered_histogram(b, r, ts, layouts)
-    if type(b) is int:
-        if not layouts.numbers or not 0 <= b < len(layouts.ordered):
-            raise _NotFast
-        bounds = layouts.ordered[b]
-    elif type(b) is not list or b and set(map(type, b)) != _FLOAT_TYPE:
-        raise _NotFast
-    else:
-        key = tuple(b)
-        bounds = layouts.by_bounds.get(key)  # type: ignore[assignment]
-        if bounds is None:
-            if len(key) >= MAX_BUCKETS or not (not key or 0.0 <= key[0] and key[-1] <= MAX_LE) or any(
-                    y <= x for x, y in zip(key, key[1:])):
-                raise _NotFast
-            bounds = layouts.add(key)
-    if type(r) is int:
-        if not layouts.vectors or not 0 <= r < len(layouts.rates_ordered):
-            raise _NotFast
-        rates = layouts.rates_ordered[r]
-        if len(rates) != len(bounds):
-            raise _NotFast
-        return LatencyHistogram(bounds, rates, ts)
-    if type(r) is not list or set(map(type, r)) != _FLOAT_TYPE or not (0.0 <= min(r) and max(r) <= MAX_VALUE):
-        raise _NotFast
-    n = len(bounds)
-    if len(r) == n:
-        rates = tuple(r)
-    elif layouts.vectors and len(r) < n:  # version 4: the repeated tail left out (r is not empty)
-        rates = (*r, *(r[-1],) * (n - len(r)))
-    else:
-        raise _NotFast
-    if layouts.vectors:
-        rates = layouts.add_rates(rates)
-    return LatencyHistogram(bounds, rates, ts)
-
-
-_HIST_CACHE_MAX: Final = 65_536
-
-
-def _numbered_histogram(b: int, r: int, ts: float, layouts: BucketLayouts) -> LatencyHistogram:
-    """The histogram `[layout number, rate vector number, timestamp]` (version 4) not read yet
-    at this timestamp, else `_NotFast`; interned (`_fast_histogram`)."""
-    if (not 0.0 <= ts <= MAX_TIMESTAMP or not layouts.numbers or not 0 <= b < len(layouts.ordered)
-            or not layouts.vectors or not 0 <= r < len(layouts.rates_ordered)):
-        raise _NotFast
-    bounds, rates = layouts.ordered[b], layouts.rates_ordered[r]
-    if len(rates) != len(bounds):
-        raise _NotFast
-    h = LatencyHistogram(bounds, rates, ts)
-    if ts != 0.0:  # -0.0 and 0.0 are one dict key: never interned
-        hists = layouts.hists
-        if len(hists) >= _HIST_CACHE_MAX:
-            hists.clear()
-        hists[b, r, ts] = h
-    return h
-
-
-def _fast_step(doc: dict[str, Any], line: bytes, cache: dict[Any, MetricSample], version: int = FORMAT_VERSION,
-               layouts: BucketLayouts | None = None) -> Step | None:
-    """The step of a well-formed line, or None: decode it with `decode_step` instead (see
-    `_fast_decoder`, which a file's read makes once)."""
-    return _fast_decoder(cache, version, layouts)(doc, line)
-
-
-def _fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION, layouts: BucketLayouts | None = None
-                  ) -> Callable[[dict[str, Any], bytes], Step | None]:
-    """`step(doc, line)`: the step of a well-formed line of a file of this version, or None:
-    decode it with `decode_step` instead. What every line needs is bound once, here.
-
-    The samples `[v, ts]` are interned inline (a call each would cost a tenth of the read): the
-    cached sample of `(v, ts)`, else `_new_sample`. A line that may hold a -0.0 (equal to 0.0 as
-    a cache key: a number that starts with "-0", or a negative one with a negative exponent) is
-    left to the reference path."""
-    get = cache.get
-    stages = _STAGES
-    max_ts = MAX_TIMESTAMP
-    max_value = MAX_VALUE
-    max_replicas = MAX_REPLICAS
-    new_sample = _new_sample
-    histogram = _fast_histogram
-    numbered_histogram = _numbered_histogram
-    new_pod = _new_tuple
-    pod_type = RecordedPod
-    new_step = Step
-    maybe_neg_zero = _MAYBE_NEG_ZERO
-    slo_ok = version >= 2 and layouts is not None
-    bare = version >= 4
-    lay = layouts if layouts is not None else BucketLayouts(numbers=False)
-    hget = lay.hists.get
-
-    def step(doc: dict[str, Any], line: bytes) -> Step | None:
-        try:
-            t = doc["t"]
-            spec = doc.get("spec")
-            ready = doc.get("ready")
-            rollout = doc.get("rollout", False)
-            pods_raw = doc.get("pods", [])
-            if (
-                type(t) is not float
-                or not 0.0 <= t <= max_ts
-                or not (spec is None or (type(spec) is int and 0 <= spec <= max_replicas))
-                or not (ready is None or (type(ready) is int and 0 <= ready <= max_replicas))
-                or not (rollout is False or rollout is True)
-                or type(pods_raw) is not list
-            ):
-                return None
-            if maybe_neg_zero(line):
-                return None  # a -0.0 maybe, which equals 0.0 as a cache key: the reference path reads it
-            pods: list[RecordedPod] = []
-            append = pods.append
-            for p in pods_raw:
-                if len(p) == 16:  # a version 2 pod with its SLO fields
-                    if not slo_ok:
-                        return None
-                    name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at, pt, gt, ttft, tpot, qt = p
-                else:
-                    name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at = p
-                    pt = gt = ttft = tpot = qt = None
-                if (
-                    type(name) is not str
-                    or not (pod_ready is True or pod_ready is False)
-                    or not (kv_metric is None or type(kv_metric) is str)
-                ):
-                    return None
-                if stage is not None:
-                    stage = stages[stage]
-                ts = None  # the timestamp of the last sample or histogram of this entry
-                v = last = None  # the value and sample of the last sample
-                fields: list[Any] = []
-                for x in (w, r, kv, c, pt, gt):  # inline, not a call a field: this loop is the read's hot path
-                    if x is not None:
-                        if type(x) is list:
-                            v, ts = x
-                        elif not bare:
-                            return None
-                        elif type(x) is float and x == v:  # version 4: the value before, the same sample
-                            fields.append(last)
-                            continue
-                        else:  # version 4: a bare value has the timestamp of the sample before
-                            v = x
-                        x = last = get((v, ts)) or new_sample(v, ts, cache)
-                    fields.append(x)
-                w, r, kv, c, pt, gt = fields
-                hists: list[Any] = []
-                for h in (ttft, tpot, qt):
-                    if h is not None:
-                        if bare and len(h) == 2:  # version 4: the timestamp of the sample before
-                            hb, hr = h
-                        else:
-                            hb, hr, ts = h
-                        if type(hr) is int and type(hb) is int and type(ts) is float:  # version 4, both numbered
-                            h = hget((hb, hr, ts)) or numbered_histogram(hb, hr, ts, lay)
-                        else:
-                            h = histogram([hb, hr, ts], lay)
-                        ts = h.timestamp
-                    hists.append(h)
-                ttft, tpot, qt = hists
-                if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
-                    created = float(created)
-                    if not 0.0 <= created <= max_ts:
-                        return None
-                if scheduled is not None and (type(scheduled) is not float or not 0.0 <= scheduled <= max_ts):
-                    scheduled = float(scheduled)
-                    if not 0.0 <= scheduled <= max_ts:
-                        return None
-                if ready_at is not None and (type(ready_at) is not float or not 0.0 <= ready_at <= max_ts):
-                    ready_at = float(ready_at)
-                    if not 0.0 <= ready_at <= max_ts:
-                        return None
-                append(new_pod(pod_type, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at,
-                                          pt, gt, ttft, tpot, qt)))
-            demand_raw = doc.get("demand") or {}
-            if type(demand_raw) is not dict:
-                return None
-            demand: dict[str, Any] = {}
-            for key, v in demand_raw.items():
-                tv = type(v)
-                if tv is float and -max_value <= v <= max_value:
-                    demand[key] = v
-                elif tv is int and -max_value <= v <= max_value:
-                    demand[key] = float(v)
-                elif tv is dict and not _HUGE_INT.search(line) and all(type(x) is float for x in v.values()) and all(
-                        le in _LE_SEEN for le in v):
-                    demand[key] = v  # e.g. histogram buckets, kept as read
-                else:
-                    return None
-        except (KeyError, TypeError, ValueError, _NotFast):
-            return None
-        return new_step(t, spec, ready, rollout, tuple(pods), demand)
-
-    return step
-
-
 # --------------------------------------------------------------------------- reading
 
 
@@ -1050,11 +791,17 @@ class ExportText(NamedTuple):
     source: str
 
 
-def read_native(path: str | Path) -> Recording | ExportText:
+FastDecoder = Callable[[dict[str, Any], int, "BucketLayouts"], Callable[[dict[str, Any], bytes], "Step | None"]]
+"""`fast_decoder(cache, version, layouts)`: a line's fast decoder (`autoscaler.replay.fast_decode`)."""
+
+
+def read_native(path: str | Path, fast_decoder: FastDecoder | None = None) -> Recording | ExportText:
     """Read and validate a recording; a file that is one JSON document instead comes back as its
-    text. Raises `RecordingError` with a one-line message."""
+    text. Raises `RecordingError` with a one-line message. With `fast_decoder` (what
+    `autoscaler.replay.reader` passes), the common lines are decoded by it and every other
+    line by `decode_step`; without, every line by `decode_step`: the same steps, slower."""
     with no_gc():
-        return _read_recording(path)
+        return _read_recording(path, fast_decoder)
 
 
 def _open(p: Path, gz: bool, source: str) -> io.BufferedIOBase:
@@ -1083,7 +830,7 @@ def _read_export(p: Path, gz: bool, source: str) -> ExportText:
     return ExportText("".join(parts), source)
 
 
-def _read_recording(path: str | Path) -> Recording | ExportText:
+def _read_recording(path: str | Path, fast_decoder: FastDecoder | None = None) -> Recording | ExportText:
     p = Path(path)
     source = str(path)
     try:
@@ -1123,12 +870,12 @@ def _read_recording(path: str | Path) -> Recording | ExportText:
         cache: dict[Any, MetricSample] = {}
         version = header.version
         layouts = BucketLayouts(numbers=version >= 3, vectors=version >= 4)
-        fast_loads = _fast_loads
-        fast_step = _fast_decoder(cache, version, layouts)
+        fast_loads = _fast_loads if fast_decoder is not None else None
+        fast_step = fast_decoder(cache, version, layouts) if fast_decoder is not None else None
         blank = 0
         for lineno, raw in lines:
             step: Step | None = None
-            if fast_loads is not None and trailer is None:
+            if fast_loads is not None and fast_step is not None and trailer is None:
                 try:
                     doc = fast_loads(raw)
                 except ValueError:

@@ -8,6 +8,8 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autoscaler.policy import (
     MetricSample,
@@ -82,7 +84,8 @@ def test_sum_slo_series_edges() -> None:
 
 def test_rates_ok_and_layout_ok_docstrings() -> None:
     assert rates_ok((1.0, 3.0, 4.0))
-    for bad in ((3.0, 2.0, 4.0), (-1.0, 3.0, 4.0), (1.0, math.nan, 4.0), (1.0, INF, INF)):
+    for bad in ((3.0, 2.0, 4.0), (-1.0, 3.0, 4.0), (1.0, math.nan, 4.0), (1.0, INF, INF), (math.nan, 1.0, 2.0),
+                (1.0, 1e308, 1.7e308)):  # the last: each finite, the sum not
         assert not rates_ok(bad), bad
     assert layout_ok((1.0, 2.0, INF))
     for bad in ((2.0, 1.0, INF), (1.0, 2.0), ()):
@@ -162,3 +165,12 @@ def test_a_stale_summary_holds_like_the_stale_pods() -> None:
     o = Observation(spec_replicas=4, ready_pods=ready, slo_series=sum_slo_series(ready))
     d, _ = decide(PARAMS, o, state, NOW)
     assert (d.desired_replicas, d.reason.value) == (4, "hold_metrics_unhealthy")
+
+
+@given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1.0, 2.0])),
+                min_size=1, max_size=12))
+def test_rates_ok_is_the_sorted_rates_rule(rates: list[float]) -> None:
+    """The loop `rates_ok` runs says what its rule says: from >= 0, the sum finite, equal to the
+    rates sorted (the comparison it replaced, 2026-12)."""
+    r = tuple(rates)
+    assert rates_ok(r) == (0.0 <= r[0] and math.isfinite(sum(r)) and list(r) == sorted(r))

@@ -231,3 +231,44 @@ def test_a_ready_pod_class_it_cannot_fill_is_built_by_its_constructor(monkeypatc
     monkeypatch.setattr(open_loop, "ReadyPod", Slotted)
     builder: object = open_loop._ready_pod_builder()
     assert builder is Slotted
+
+
+class _ReferenceRefusesSteps:
+    """`json` as the reference path sees it, refusing a step line: a header and the end marker
+    are always the reference path's, a step line only when the fast path gave up on it."""
+
+    JSONDecodeError = json.JSONDecodeError
+
+    @staticmethod
+    def loads(text: str) -> Any:
+        if '"format"' in text or '"end"' in text:
+            return json.loads(text)
+        raise AssertionError(f"the reference path decoded a well-formed step: {text[:80]}")
+
+    dumps = staticmethod(json.dumps)
+
+
+def test_the_fast_path_reads_every_line_the_writer_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every step of a recording as written (version 4 with the SLO series: a layout and rate
+    vectors in full, then by number, bare timestamps, two layouts) is decoded by the fast path,
+    in either build: under the compiled one a value mypyc does not expect raises TypeError and
+    the line silently goes the slow way, which reads the same but is no longer fast."""
+    from autoscaler.policy.types import LatencyHistogram, MetricSample
+    from autoscaler.replay.format import Header, RecordedPod, Step, write_recording
+
+    ttft_le, tpot_le = (0.1, 0.5, 1.0, 2.5, float("inf")), (0.01, 0.05, 0.1, float("inf"))
+
+    def pod(name: str, k: int, ts: float) -> RecordedPod:
+        s = MetricSample(float(k % 3), ts)
+        ttft = LatencyHistogram(ttft_le, (1.0, 3.0 + k % 2, 4.0 + k % 2, 5.0 + k % 2, 5.0 + k % 2), ts)
+        tpot = LatencyHistogram(tpot_le, (0.0, 2.0, 2.0, 2.0 + k % 3), ts)
+        return RecordedPod(name, True, None, s, s, s, "vllm:kv_cache_usage_perc", s, 10.0, 11.0, 50.0, s,
+                           MetricSample(100.0 * k, ts), ttft, tpot, tpot)
+
+    steps = [Step(100.0 + 15 * k, 2, 2, False, (pod("qwen-0", k, 99.0 + 15 * k), pod("qwen-1", k + 1, 99.0 + 15 * k)))
+             for k in range(12)]
+    path = tmp_path / "r.jsonl.gz"
+    write_recording(path, Header("llm", "qwen", 15.0, 100.0, 100.0 + 15 * 11), steps)
+    reference = read_recording(path).steps
+    monkeypatch.setattr(fmt, "json", _ReferenceRefusesSteps)
+    assert read_recording(path).steps == reference == tuple(steps)
