@@ -115,7 +115,7 @@ image:
 # Without a Docker engine: the Dockerfile's RUN steps on this machine (tools/image_check.py), in a
 # scratch directory: the locks installed with their hashes, the wheel compiled, its extensions
 # imported by a virtualenv of requirements.lock alone, tests/policy/test_compiled.py against it.
-# Needs a C compiler and the Python headers; about 1.5 min on 2 cores. Not part of `make test`.
+# Needs a C compiler and the Python headers; 1.5-2 min on 2 cores. Not part of `make test`.
 image-check: venv
 	$(PY) tools/image_check.py
 

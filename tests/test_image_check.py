@@ -2,7 +2,7 @@
 how it stands in for an image build, on a small Dockerfile of shell steps (fast); and that it
 can run the real Dockerfile's steps (every path they name is one it moves, every file they copy
 one the build context has). The real run, which compiles the decision core and builds the
-wheel (~1.5 min), is `make image-check`, not part of `make test`."""
+wheel (1.5-2 min), is `make image-check`, not part of `make test`."""
 
 from __future__ import annotations
 

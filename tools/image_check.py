@@ -17,7 +17,7 @@ build (autoscaler_policy__mypyc.*.so) and an extension for each module setup.py 
 runtime virtualenv has none of the build tools (mypy, mypyc, librt, ...); and
 tests/policy/test_compiled.py passes against that install (pytest added to it for the purpose,
 after the other checks), not skipped: the compiled decision core decides as the pure one.
-Needs a C compiler, the Python headers and the package index (about 2 minutes on 2 cores).
+Needs a C compiler, the Python headers and the package index (1.5-2 minutes on 2 cores).
 """
 
 from __future__ import annotations
