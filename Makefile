@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test test-compiled lint prometheus demo experiments tuning bench compiled pure image release clean
+.PHONY: venv test test-compiled lint prometheus demo experiments tuning bench compiled pure image image-check release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -109,9 +109,17 @@ pure:
 	rm -f autoscaler/policy/*.so autoscaler/replay/*.so autoscaler_policy__mypyc.*.so
 	rm -rf build/lib.* build/temp.* build/__native* build/autoscaler build/ops.txt
 
-# The controller image (needs a Docker engine).
+# The controller image (needs a Docker engine). It ships the decision core compiled with mypyc
+# (Dockerfile, docs/scale.md); `autoscaler --version` in it says "(policy: compiled, 16 modules)".
 image:
 	docker build -t $(IMAGE):$(VERSION) .
+
+# Without a Docker engine: the Dockerfile's RUN steps on this machine (tools/image_check.py), in a
+# scratch directory: the locks installed with their hashes, the wheel compiled, its extensions
+# imported by a virtualenv of requirements.lock alone, tests/policy/test_compiled.py against it.
+# Needs a C compiler and the Python headers; 1.5-2 min on 2 cores. Not part of `make test`.
+image-check: venv
+	$(PY) tools/image_check.py
 
 # deploy/release.yaml, the kit in one file: `kubectl kustomize deploy/release` (the venv's kubectl);
 # tests/test_deploy.py fails when it is not a fresh build.

@@ -1,17 +1,21 @@
-"""Opt-in compiled build of the decision core: `make compiled` (docs/scale.md).
+"""The compiled build of the decision core: the image's (Dockerfile), and `make compiled`'s
+(docs/scale.md).
 
 Without AUTOSCALER_MYPYC=1 this is the plain pure-Python package that pyproject.toml describes
-(the default: a dev checkout, `make test`, the image). With AUTOSCALER_MYPYC=1 the modules of
-`COMPILED` are compiled with mypyc (it ships with mypy) into C extensions beside their `.py`
-files, which Python then imports instead: `decide()` runs the same code, some 1.5x faster.
+(the default: a dev checkout, `make test`). With AUTOSCALER_MYPYC=1 the modules of `COMPILED`
+are compiled with mypyc (it ships with mypy) into C extensions beside their `.py` files, which
+Python then imports instead: `decide()` runs the same code, some 1.5x faster.
 `autoscaler.policy.COMPILED_MODULES` says which build is imported.
 
     AUTOSCALER_MYPYC=1 python setup.py build_ext --inplace     # what `make compiled` runs
-    AUTOSCALER_MYPYC=1 pip wheel --no-build-isolation .        # a wheel with the extensions
+    AUTOSCALER_MYPYC=1 pip wheel --no-build-isolation .        # a wheel with the extensions (the image's)
 
-Both need mypy importable (pip's isolated build environment has only setuptools: hence
---no-build-isolation) and a C compiler with the Python headers. `make pure` removes the
-extensions again.
+Both need mypy importable, with the package's own dependencies (mypyc type-checks the modules
+first: pydantic and its mypy plugin, which pyproject.toml's [tool.mypy] loads), in the Python
+that builds: pip's isolated build environment has only setuptools, hence --no-build-isolation;
+and a C compiler with the Python headers. The wheel then carries the extensions and the shared
+library they need (autoscaler_policy__mypyc.*.so), and needs neither mypy nor anything else at
+run time. `make pure` removes the in-place extensions again.
 
 Not compiled: `types.py` and `time_window.py` (the value types: `fast_init` rewrites frozen
 dataclasses' `__init__` at run time, `DecisionValues.from_fields` and the lead-time estimate's

@@ -461,20 +461,28 @@ def test_image_is_pinned_to_the_package_version(built: dict[str, list[dict[str, 
 def test_dockerfile_is_multi_stage_pinned_and_non_root() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", dockerfile, re.M)
+    build = re.search(r"^ARG BUILD_IMAGE=(\S+)$", dockerfile, re.M)
     # pinned by digest (a tag moves); the Python of the lock files (tests/test_release.py: 3.11)
     assert base is not None and re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", base.group(1)), base
+    # the build stage compiles the extensions the runtime loads: the full image of the same tag
+    # (one Python, one Debian: its gcc and headers, its glibc), pinned by digest too
+    assert build is not None and re.fullmatch(r"python:3\.11@sha256:[0-9a-f]{64}", build.group(1)), build
+    assert build.group(1).split("@")[0] == base.group(1).split("@")[0].replace("-slim", "")
+    assert build.group(1).split("@")[1] != base.group(1).split("@")[1]
     stages = re.findall(r"^FROM (\S+)(?: AS (\w+))?$", dockerfile, re.M)
-    assert stages == [("${PYTHON_IMAGE}", "build"), ("${PYTHON_IMAGE}", "runtime")]
+    assert stages == [("${BUILD_IMAGE}", "build"), ("${PYTHON_IMAGE}", "runtime")]
     assert "COPY --from=build" in dockerfile
     assert re.search(r'^ENTRYPOINT \["autoscaler"\]$', dockerfile, re.M)
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert ignored[ignored.index("*") + 1:ignored.index("*") + 4] == ["!pyproject.toml", "!README.md", "!autoscaler/"]
+    assert ignored[ignored.index("*") + 1:ignored.index("*") + 5] == ["!pyproject.toml", "!setup.py", "!README.md", "!autoscaler/"]
 
 
 
 def test_pin_base_image_rewrites_the_digest(tmp_path: Path) -> None:
-    """tools/pin_base_image.sh, with a stand-in `crane` (no registry here): the ARG line gets the
-    digest read, the tag is kept, nothing else changes; no digest read -> exit 1, file untouched."""
+    """tools/pin_base_image.sh, with a stand-in `crane` (no registry here): the two ARG lines get
+    the digests read for the slim tag and for its full image (the build stage's), the tags are
+    kept, nothing else changes; a digest not read for either -> exit 1, file untouched; a tag
+    that is not a slim one -> exit 2."""
     (tmp_path / "tools").mkdir()
     shutil.copy(REPO / "tools" / "pin_base_image.sh", tmp_path / "tools")
     original = (REPO / "Dockerfile").read_text()
@@ -482,19 +490,29 @@ def test_pin_base_image_rewrites_the_digest(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     crane = bin_dir / "crane"
-    digest = "sha256:" + "ab" * 32
-    crane.write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'digest python:3.11-slim' ] && echo {digest}\n")
+    slim, full = "sha256:" + "ab" * 32, "sha256:" + "cd" * 32
+    crane.write_text(f"#!/bin/sh\ncase \"$1 $2\" in\n'digest python:3.11-slim') echo {slim} ;;\n"
+                     f"'digest python:3.11') echo {full} ;;\nesac\n")
     crane.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
     script = str(tmp_path / "tools" / "pin_base_image.sh")
     proc = subprocess.run(["sh", script], env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     pinned = (tmp_path / "Dockerfile").read_text()
-    expected = re.sub(r"^ARG PYTHON_IMAGE=.*$", f"ARG PYTHON_IMAGE=python:3.11-slim@{digest}", original, flags=re.M)
+    expected = re.sub(r"^ARG PYTHON_IMAGE=.*$", f"ARG PYTHON_IMAGE=python:3.11-slim@{slim}", original, flags=re.M)
+    expected = re.sub(r"^ARG BUILD_IMAGE=.*$", f"ARG BUILD_IMAGE=python:3.11@{full}", expected, flags=re.M)
     assert pinned == expected and pinned != original
-    crane.write_text("#!/bin/sh\necho 'UNAUTHORIZED'\n")
-    proc = subprocess.run(["sh", script, "python:3.12-slim"], env=env, capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 1 and "no sha256 digest" in proc.stderr
+    # a Debian release named: the build stage's tag names it too
+    proc = subprocess.run(["sh", script, "python:3.11-slim-bookworm"], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 1 and "no sha256 digest read for python:3.11-slim-bookworm" in proc.stderr
+    crane.write_text(f"#!/bin/sh\n[ \"$2\" = python:3.11-slim-bookworm ] && echo {slim} || echo 'UNAUTHORIZED'\n")
+    proc = subprocess.run(["sh", script, "python:3.11-slim-bookworm"], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 1 and "no sha256 digest read for python:3.11-bookworm" in proc.stderr
+    assert (tmp_path / "Dockerfile").read_text() == pinned
+    proc = subprocess.run(["sh", script, "python:3.11"], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "not a slim tag" in proc.stderr
     assert (tmp_path / "Dockerfile").read_text() == pinned
 
 # --------------------------------------------------------------------------- alerts and dashboard

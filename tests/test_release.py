@@ -1,8 +1,10 @@
 """Release artefacts of issue 16: the version (`autoscaler --version`, the build_info metric), the
-license metadata, and the hash-locked dependencies of the image."""
+license metadata, and the hash-locked dependencies of the image, which ships the decision core
+compiled with mypyc (`make image-check` runs the Dockerfile's steps for real, without Docker)."""
 
 from __future__ import annotations
 
+import ast
 import platform
 import subprocess
 import re
@@ -18,7 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import autoscaler
 from autoscaler.cli import main
+from autoscaler.cli.main import policy_build
 from autoscaler.controller.telemetry import ControllerMetrics
+from autoscaler.policy import COMPILED_MODULES
 
 REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -28,8 +32,14 @@ VERSION = PYPROJECT["project"]["version"]
 def test_version_prints_the_package_version() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0, result.output
-    assert result.output == f"autoscaler {autoscaler.__version__}\n"
+    build = f"compiled, {len(COMPILED_MODULES)} modules" if COMPILED_MODULES else "pure Python"
+    assert result.output == f"autoscaler {autoscaler.__version__} (policy: {build})\n"
     assert autoscaler.__version__ == VERSION  # installed metadata or the source tree: the same here
+
+
+def test_version_names_the_decision_core_build() -> None:
+    assert policy_build(()) == "pure Python"
+    assert policy_build(tuple(f"autoscaler.policy.m{i}" for i in range(16))) == "compiled, 16 modules"
 
 
 def test_version_falls_back_to_pyproject_without_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,7 +58,8 @@ def test_version_prefers_the_installed_metadata(monkeypatch: pytest.MonkeyPatch)
 def test_build_info_is_exported() -> None:
     families = {f.name: f for f in text_string_to_metric_families(ControllerMetrics().render().decode())}
     (sample,) = families["vllm_autoscaler_build_info"].samples
-    assert sample.labels == {"version": autoscaler.__version__, "python_version": platform.python_version()}
+    assert sample.labels == {"version": autoscaler.__version__, "python_version": platform.python_version(),
+                             "policy": "compiled" if COMPILED_MODULES else "pure"}
     assert sample.value == 1.0
 
 
@@ -137,18 +148,76 @@ def test_build_lock_satisfies_the_build_requirements() -> None:
     for spec in PYPROJECT["build-system"]["requires"]:
         req = Requirement(spec)
         assert req.specifier.contains(locked[canonicalize_name(req.name)][0]), (spec, locked)
+    # mypyc (it ships with mypy) compiles the decision core in the image: a mypy the project's
+    # own (the `test` extra, what `make compiled` and `make lint` use) also accepts
+    mypy = next(Requirement(s) for s in PYPROJECT["project"]["optional-dependencies"]["test"]
+                if Requirement(s).name == "mypy")
+    assert "mypy" in locked and mypy.specifier.contains(locked["mypy"][0]), locked.get("mypy")
+
+
+def test_build_lock_is_closed_and_agrees_with_the_runtime_lock() -> None:
+    """The build stage installs requirements.lock, then requirements-build.lock, into one
+    virtualenv: each build package's requirements (Python 3.11, Linux x86_64) are in one lock or
+    the other, and a package in both is pinned alike (the second install changes nothing)."""
+    build, runtime = _lock(BUILD_LOCK), _lock(RUNTIME_LOCK)
+    for name in set(build) & set(runtime):
+        assert build[name] == runtime[name], f"{name}: the two locks differ; {REGENERATE} (it takes -c requirements.lock)"
+    both = {**runtime, **build}
+    checked = 0
+    for name, (version, _) in build.items():
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        checked += 1
+        for spec in dist.requires or []:
+            req = Requirement(spec)
+            if req.marker is not None and not req.marker.evaluate({**LINUX_311, "extra": ""}):
+                continue
+            dep = canonicalize_name(req.name)
+            assert dep in both, f"{name} needs {req.name}, which neither lock has: {REGENERATE}"
+            assert req.specifier.contains(both[dep][0], prereleases=True), (name, spec, both[dep][0])
+    # mypy and its dependencies are installed here (the `test` extra), at the locked versions
+    # while the lock has the mypy this virtualenv has, which builds the compiled core here
+    assert checked >= 2, f"this virtualenv's mypy {metadata.version('mypy')} is not the lock's: {REGENERATE}"
+
+
+def _run_lines(dockerfile: str) -> list[str]:
+    """The Dockerfile's lines with `\\` continuations joined."""
+    return re.sub(r"\\\n\s*", " ", dockerfile).splitlines()
 
 
 def test_dockerfile_installs_the_locks_only() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
     installs = [i.strip() for i in re.findall(r"pip install ([^\n\\&]+)", dockerfile)]
-    assert installs == ["--require-hashes -r requirements-build.lock", "--require-hashes -r requirements.lock",
+    assert installs == ["--require-hashes -r requirements.lock",  # the runtime virtualenv
+                        "--require-hashes -r requirements.lock", "--require-hashes -r requirements-build.lock",  # the build's
                         "--no-deps /wheels/*.whl"], installs
-    assert "pip wheel --no-deps --no-build-isolation" in dockerfile  # setuptools from the build lock
     ignored = (REPO / ".dockerignore").read_text().split()
     copied = {name for line in re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M) for name in line.split()}
-    for name in ("LICENSE", RUNTIME_LOCK.name, BUILD_LOCK.name):
+    for name in ("LICENSE", RUNTIME_LOCK.name, BUILD_LOCK.name, "setup.py", "pyproject.toml"):
         assert f"!{name}" in ignored and name in copied, name
+
+
+def test_dockerfile_compiles_the_decision_core_and_checks_it_in_both_stages() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    lines = _run_lines(dockerfile)
+    # setuptools and mypy from the build virtualenv (no isolated build: it has neither), mypyc on
+    wheel = [line for line in lines if "pip wheel" in line]
+    assert len(wheel) == 1 and "AUTOSCALER_MYPYC=1 /opt/build/bin/pip wheel --no-deps --no-build-isolation" in wheel[0]
+    # the compiled modules are the ones imported, all of setup.py's, in the build stage (away from
+    # the sources in the working directory: `python -I`) and on the runtime base
+    text = (REPO / "setup.py").read_text()
+    start = text.index("COMPILED = [")
+    count = len(ast.literal_eval(text[start + len("COMPILED = "):text.index("]", start) + 1]))
+    check = f"-I -c 'import autoscaler.policy as p; assert len(p.COMPILED_MODULES) == {count}, p.COMPILED_MODULES'"
+    runtime_at = dockerfile.index("AS runtime")
+    assert dockerfile.index(f"/opt/vllm-queue-autoscaler/bin/python {check}") < runtime_at
+    assert dockerfile.index(f"RUN python {check}", runtime_at) > dockerfile.index("ENV PATH=/opt/vllm-queue-autoscaler/bin")
+    # neither the build tools nor the sources reach the image: only the runtime virtualenv
+    assert re.findall(r"^COPY --from=build (\S+)", dockerfile, re.M) == ["/opt/vllm-queue-autoscaler"]
 
 
 # --------------------------------------------------------------------------- make demo

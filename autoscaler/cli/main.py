@@ -8,6 +8,13 @@ from typing import Any
 import click
 
 from autoscaler import __version__
+from autoscaler.policy import COMPILED_MODULES
+
+
+def policy_build(compiled: tuple[str, ...]) -> str:
+    """Which build of the decision core is imported, as `autoscaler --version` says it: "compiled,
+    16 modules" (mypyc's: the image, `make compiled`; docs/scale.md) or "pure Python"."""
+    return f"compiled, {len(compiled)} modules" if compiled else "pure Python"
 
 
 class _Group(click.Group):
@@ -32,7 +39,8 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="autoscaler", message="%(prog)s %(version)s")
+@click.version_option(__version__, prog_name="autoscaler",
+                      message=f"%(prog)s %(version)s (policy: {policy_build(COMPILED_MODULES)})")
 def main() -> None:
     """Autoscale vLLM Deployments on request queue depth and KV-cache usage."""
 

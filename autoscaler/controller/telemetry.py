@@ -22,6 +22,7 @@ from prometheus_client import (
 )
 
 from autoscaler import __version__
+from autoscaler.policy import COMPILED_MODULES
 from autoscaler.policy.types import Decision, Reason
 
 TARGET = ("namespace", "deployment")
@@ -114,10 +115,12 @@ class ControllerMetrics:
             TARGET, registry=r,
         )
         self.build_info = Gauge(
-            "vllm_autoscaler_build_info", "1, labelled with the controller's version and its Python's.",
-            ("version", "python_version"), registry=r,
+            "vllm_autoscaler_build_info",
+            "1, labelled with the controller's version, its Python's, and its decision core's build (compiled, pure).",
+            ("version", "python_version", "policy"), registry=r,
         )
-        self.build_info.labels(__version__, platform.python_version()).set(1)
+        policy_build = "compiled" if COMPILED_MODULES else "pure"
+        self.build_info.labels(__version__, platform.python_version(), policy_build).set(1)
 
     def record_decision(self, namespace: str, deployment: str, decision: Decision) -> None:
         labels = (namespace, deployment)
