@@ -62,7 +62,7 @@ RUN AUTOSCALER_MYPYC=1 /opt/build/bin/pip wheel --no-deps --no-build-isolation -
  && /opt/vllm-queue-autoscaler/bin/pip install --no-deps /wheels/*.whl \
  && /opt/vllm-queue-autoscaler/bin/pip check \
  && /opt/vllm-queue-autoscaler/bin/autoscaler --version \
- && /opt/vllm-queue-autoscaler/bin/python -I -c 'import autoscaler.policy as p; assert len(p.COMPILED_MODULES) == 16, p.COMPILED_MODULES'
+ && /opt/vllm-queue-autoscaler/bin/python -I -c 'import autoscaler.policy as p, autoscaler.replay.fast_decode as f; assert len(p.COMPILED_MODULES) == 16 and f.__file__.endswith(".so"), (p.COMPILED_MODULES, f.__file__)'
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="vllm-queue-autoscaler" \
@@ -73,8 +73,8 @@ COPY LICENSE /usr/share/doc/vllm-queue-autoscaler/LICENSE
 ENV PATH=/opt/vllm-queue-autoscaler/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
-# The compiled decision core loads on this base too (its Python, its glibc).
-RUN python -I -c 'import autoscaler.policy as p; assert len(p.COMPILED_MODULES) == 16, p.COMPILED_MODULES'
+# The compiled decision core (and the recording reader's fast path) loads on this base too (its Python, its glibc).
+RUN python -I -c 'import autoscaler.policy as p, autoscaler.replay.fast_decode as f; assert len(p.COMPILED_MODULES) == 16 and f.__file__.endswith(".so"), (p.COMPILED_MODULES, f.__file__)'
 # Numeric, so that Kubernetes' runAsNonRoot can verify it (deploy/controller runs it as 65532).
 USER 65532:65532
 EXPOSE 9102
