@@ -29,12 +29,15 @@ class Recommendation:
 def recommend(sizing: Sizing, observation: Observation, policy: PolicyParams) -> Recommendation:
     """The largest of the demand now, the forecast and the SLO replicas (`slo_capacity`), in
     whole replicas; the current replicas
-    when there is nothing to read, or when that need is within the tolerance of the ready ones.
+    when there is nothing to read, or when that need is within the tolerance of the ready ones,
+    unless it is above them while the SLO is measured broken (`slo_broken`): the tolerance
+    keeps noise from moving the fleet, and a measured breach is not noise.
 
     Worked example: 4 replicas, 4 ready, tolerance 0.1. Demand 4.36 and forecast 4.2: 4.36 / 4
     is within 10 % of 1: hold at 4 (within tolerance). Demand 3.95, forecast 5.9: 6. No ready
     pod: hold at 4 (no ready pods); ready pods but none healthy: hold at 4 (metrics unhealthy,
-    clamp unhealthy_metrics).
+    clamp unhealthy_metrics). SLO replicas 4.2 with TPOT attainment 0.98 against 0.99: 5;
+    SLO replicas 3.8 then: hold at 4 (within tolerance).
     """
     current, ready = observation.spec_replicas, len(observation.ready_pods)
     if ready == 0:
@@ -42,9 +45,24 @@ def recommend(sizing: Sizing, observation: Observation, policy: PolicyParams) ->
     if sizing.forecast is None:
         return Recommendation(current, Reason.HOLD_METRICS_UNHEALTHY, Clamp.UNHEALTHY_METRICS)
     wanted = max(sizing.demand_replicas, sizing.forecast.replicas, sizing.slo_replicas)
-    if abs(wanted / ready - 1.0) <= policy.tolerance_ratio:
+    if abs(wanted / ready - 1.0) <= policy.tolerance_ratio and not (wanted > ready and slo_broken(sizing, policy)):
         return Recommendation(current, Reason.HOLD_WITHIN_TOLERANCE)
     return Recommendation(whole_replicas(wanted))
+
+
+def slo_broken(sizing: Sizing, policy: PolicyParams) -> bool:
+    """Whether the fleet's TTFT or TPOT attainment (`slo_capacity`, from enough requests) is
+    below the target, and the breach is not one infeasible at low load (where more replicas
+    would not help).
+
+    Worked example, target 0.99: TTFT 0.7: yes; TTFT 1.0 and TPOT 0.98: yes; 0.995 and None:
+    no; TTFT 0.7 flagged infeasible at low load: no; no SLO signal: no.
+    """
+    slo = sizing.slo
+    if slo is None or slo.infeasible_at_low_load:
+        return False
+    target = policy.slo.attainment_target
+    return any(a is not None and a < target for a in (slo.ttft_attainment, slo.tpot_attainment))
 
 
 def hold_on_partial_data(
@@ -82,11 +100,7 @@ def hold_while_slo_broken(rec: Recommendation, current: int, sizing: Sizing, pol
     (slo broken). Attainment 0.995, or 0.7 flagged infeasible at low load: the 5 stands. A
     recommendation of 7 stands whatever the SLO.
     """
-    slo = sizing.slo
-    if rec.replicas >= current or slo is None or slo.infeasible_at_low_load:
-        return rec
-    target = policy.slo.attainment_target
-    if any(a is not None and a < target for a in (slo.ttft_attainment, slo.tpot_attainment)):
+    if rec.replicas < current and slo_broken(sizing, policy):
         return Recommendation(current, Reason.HOLD_SLO_BROKEN)
     return rec
 

@@ -8,7 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from autoscaler.policy import PolicyParams
+from autoscaler.policy import Observation, PolicyParams
 from autoscaler.policy.capacity_table import (
     CAPACITY_TABLE,
     GENERIC,
@@ -26,7 +26,7 @@ from autoscaler.policy.headroom import (
     update_moments,
 )
 from autoscaler.policy.outcome import bound_signal
-from autoscaler.policy.recommendation import Recommendation, hold_while_slo_broken
+from autoscaler.policy.recommendation import Recommendation, hold_while_slo_broken, recommend, slo_broken
 from autoscaler.policy.params import SloParams
 from autoscaler.policy.sizing import Sizing
 from autoscaler.policy.slo_capacity import (
@@ -471,3 +471,50 @@ def _slo_sizing(ttft: float | None, tpot: float | None, infeasible: bool = False
 )
 def test_hold_while_slo_broken(rec: Recommendation, slo: Sizing, expected: Recommendation) -> None:
     assert hold_while_slo_broken(rec, 6, slo, PolicyParams()) == expected
+
+
+# --- the tolerance does not hold a scale-up while the SLO is broken ------------------------------------
+def _slo_asks(replicas: float, ttft: float | None, tpot: float | None, infeasible: bool = False) -> Sizing:
+    """A sizing whose SLO step asks for `replicas` (demand and forecast ask for less), at these
+    attainments."""
+    signal = SloSignal(replicas, 1.0, 1.0, H100, False, 2.0, ttft, tpot, 0.9, infeasible, False, 1.0, SloState())
+    d = Demand(0.0, 0.0, 0.0, 0, None, None, None, "batch", 1.0, 0.0)
+    return Sizing(d, Forecast(0.0, 0.0, 1.0), 1.0, 300.0, (), (), (), slo=signal, slo_replicas=replicas)
+
+
+FOUR_READY_SLO = Observation(spec_replicas=4, ready_pods=tuple(
+    slo_pod(f"p{i}", 1000.0, 9_000.0, 900.0, hist((0.5, 2.0, INF), (1.0, 1.0, 1.0), 1000.0),
+            hist((0.05, 0.1, INF), (1.0, 1.0, 1.0), 1000.0)) for i in range(4)))
+
+
+@pytest.mark.parametrize(
+    ("s", "expected"),
+    [
+        (_slo_asks(4.2, 1.0, 0.98), Recommendation(5)),  # docstring: broken, asks more: 5
+        (_slo_asks(3.8, 1.0, 0.98), Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE)),  # docstring: asks less
+        (_slo_asks(4.2, 1.0, 0.995), Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE)),  # met: the tolerance holds
+        (_slo_asks(4.2, 0.7, None, infeasible=True), Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE)),  # infeasible
+        (_slo_asks(4.2, None, None), Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE)),  # too few requests to tell
+    ],
+)
+def test_recommend_past_the_tolerance_while_the_slo_is_broken(s: Sizing, expected: Recommendation) -> None:
+    assert recommend(s, FOUR_READY_SLO, PolicyParams()) == expected
+
+
+@pytest.mark.parametrize(
+    ("ttft", "tpot", "infeasible", "expected"),
+    [
+        (0.7, None, False, True),  # docstring
+        (1.0, 0.98, False, True),  # docstring
+        (0.995, None, False, False),  # docstring
+        (0.7, None, True, False),  # docstring: infeasible at low load
+        (0.99, 0.99, False, False),  # at the target exactly: met
+    ],
+)
+def test_slo_broken(ttft: float | None, tpot: float | None, infeasible: bool, expected: bool) -> None:
+    assert slo_broken(_slo_asks(4.0, ttft, tpot, infeasible), PolicyParams()) is expected
+
+
+def test_slo_broken_without_an_slo_signal() -> None:  # docstring: no SLO signal
+    s = _slo_asks(4.0, 0.5, 0.5)
+    assert slo_broken(Sizing(s.demand, s.forecast, 1.0, 300.0, (), (), ()), PolicyParams()) is False
