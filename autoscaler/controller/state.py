@@ -12,11 +12,13 @@ no SLO state) are read.
      "slo": {...SloState.to_dict(), rounded, without the demand readings...}}
 
 The SLO state is kept rounded to `SLO_DIGITS` significant digits, its sample count capped at
-what the headroom reads (`SAMPLES_READ`: whether there is one), and without its demand readings (they span one lead
-time and are refilled within it): the entry then changes only when what was learned moves by
-several percent, not at every reading, so the ConfigMap is not rewritten every tick. Worked
-example: a learned 15,234.7 prompt tokens/s is kept as 15,000; a headroom growth variance of
-0.0123456 as 0.012; 57 samples as 1.
+what the headroom reads (`SAMPLES_READ`: whether there is one), without its demand readings (they span one lead
+time and are refilled within it), and with the probe's slow start kept as whether it has ended
+(a restart during it starts its step over from the base; its count moves every probe tick):
+the entry then changes only when what was learned moves by several percent, not at every
+reading, so the ConfigMap is not rewritten every tick. Worked example: a learned 15,234.7 prompt
+tokens/s is kept as 15,000; a headroom growth variance of 0.0123456 as 0.012; 57 samples as 1;
+a slow start 5 probes in as 0, one that has ended as ended (None).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def kept_slo(slo: SloState) -> SloState:
         growth_variance=_round(slo.growth_variance),
         growth_samples=min(slo.growth_samples, SAMPLES_READ),
         growth_updated_at=None,
+        probe_doublings=None if slo.probe_doublings is None else 0,
     )
 
 

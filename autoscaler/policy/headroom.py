@@ -137,5 +137,5 @@ def track_headroom(
         moments = update_moments(moments, growth, now, half_life_seconds)
     return SloState(
         state.cold_start, state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second,
-        TimeWindow(history + ((now, demand),)), *moments,
+        TimeWindow(history + ((now, demand),)), *moments, state.probe_doublings,
     )

@@ -29,7 +29,14 @@ with enough requests and a fleet whose data is whole:
   being tested): probe up by `PROBE_STEP_RATIO` a tick. Without this, an estimate that is too
   low would never be corrected: the fleet is sized to keep u < 1, so "met at u > 1" would
   never be seen. While the fleet is larger than the estimate asks (a scale-down the windows
-  still hold), the probe waits: the estimate runs at most ~11 % ahead of a tested load.
+  still hold), the probe waits: after a probe u x headroom is at least 0.9 / the step, so the
+  estimate runs at most 1 / 0.9 x the step ahead of a load the fleet carried with slack.
+  **Slow start** (`probe_ratio`, `slow_start`): from a new state, each probe doubles the
+  step's excess (0.2, 0.4, 0.8 ... %, at most `capacity_learning_max_step_ratio`), a wait
+  keeps it, and the first breach or tick met without slack ends it for good (`probe_doublings`
+  None): the base step from then on. A fleet started far too large (one moved over from a
+  static fleet) sheds in tens of minutes instead of hours; the estimate runs at most
+  1 / 0.9 x 1.1 = ~22 % ahead of a tested load during the slow start, ~11 % after it.
 * SLO broken at 0.5 <= u < 1: shrink toward the load, Cp on a TTFT breach, Cg on a TPOT breach.
 * SLO broken at u < 0.5: an SLO infeasible at low load (prompts too long for the bound, say):
   more replicas would not help, so nothing is learned and the decision flags it. Unless pods
@@ -62,6 +69,7 @@ from autoscaler.policy.headroom import demand_units, headroom_ratio, track_headr
 from autoscaler.policy.params import PolicyParams, SloParams
 from autoscaler.policy.slo_series import histogram_sum, rates_ok
 from autoscaler.policy.types import (
+    MAX_PROBE_DOUBLINGS,
     HistogramSum,
     LatencyHistogram,
     ReadyPod,
@@ -246,17 +254,21 @@ def learn_capacity(
     queued: bool,
     max_step_ratio: float,
     sized: float,
-) -> tuple[tuple[float, float], bool]:
-    """One tick of learning: ((Cp, Cg), infeasible at low load). `load` is one replica's (p, g);
-    `*_met` whether that latency met the target share (None: unknown); `slack` whether every
-    known one met it within half its bound; `queued` whether pods queue; `sized` = u x the
-    headroom, the fleet's size against what this estimate asks for (1: as asked).
+    probe: float = PROBE_STEP_RATIO,
+) -> tuple[tuple[float, float], bool, bool | None]:
+    """One tick of learning: ((Cp, Cg), infeasible at low load, probed). `load` is one replica's
+    (p, g); `*_met` whether that latency met the target share (None: unknown); `slack` whether
+    every known one met it within half its bound; `queued` whether pods queue; `sized` = u x the
+    headroom, the fleet's size against what this estimate asks for (1: as asked); `probe` this
+    tick's probe step (`probe_ratio`). probed: True when the probe grew the estimate, False on a
+    breach or when met without slack at 0.5 <= u <= 1 (the probe's slow start ends), else None.
 
     Worked example, capacity (15,000, 3,000), step 1.1:
     met at (18,000, 2,400), u = 1.2 + 0.8 = 2.0, no queue: the replica carried that load within
     the SLO, so grow by u at once: (30,000, 6,000); if pods queue: by min(2.0, 1.1): (16,500, 3,300).
     met at (9,000, 900), u = 0.9, with slack, sized 0.9 x 1.2 = 1.08: probe 1.002: (15,030,
-    3,006); without slack, or sized 0.85 (a scale-down pending): no change.
+    3,006), probed; by 1.016 (a slow start's fourth probe): (15,240, 3,048). Without slack: no
+    change, False; sized 0.85 (a scale-down pending): no change, None.
     TTFT broken at (9,000, 900): the prompt share 0.6 over the room decode leaves, 1 - 0.3,
     is 0.857, bounded to 1 / 1.1 = 0.909: Cp 13,636, Cg as it is (with step 1.2: 12,857).
     TPOT broken there: 0.3 / 0.4 = 0.75, bounded: Cg 2,727. Both broken: both by
@@ -265,10 +277,10 @@ def learn_capacity(
     shrink, at most by 1 / 1.1. Broken at u = 1.05: no change (more replicas are coming).
     Broken at (18,000, 2,400), u = 2.0 > 1.1: the replica carries twice the estimate, so the
     estimate is no bound to size on (it would order twice the fleet): both to the load / 1.1,
-    (27,273, 5,455), u = 1.1; with step 1: no change.
+    (27,273, 5,455), u = 1.1; with step 1: no change. Every breach: False.
     """
     if ttft_met is None and tpot_met is None:
-        return capacity, False
+        return capacity, False, None
     cp, cg = capacity
     u = utilisation(load, capacity)
     if ttft_met is not False and tpot_met is not False:
@@ -276,18 +288,43 @@ def learn_capacity(
             # carried within the SLO with no queue: the capacity is at least this load, at once
             # (a queue may hold requests the window has not counted yet: then by the step)
             factor = u if not queued and max_step_ratio > 1.0 else min(u, max_step_ratio)
-        elif slack and u >= LOW_LOAD_UTILISATION and sized >= PROBE_SIZED_RATIO:
-            factor = min(PROBE_STEP_RATIO, max_step_ratio)
-        else:
-            return capacity, False
-        return (cp * factor, cg * factor), False
+            return (cp * factor, cg * factor), False, None
+        if u < LOW_LOAD_UTILISATION:  # slack is not judged here
+            return capacity, False, None
+        if not slack:
+            return capacity, False, False
+        factor = min(probe, max_step_ratio) if sized >= PROBE_SIZED_RATIO else 1.0
+        return (cp * factor, cg * factor), False, True if factor > 1.0 else None
     if u >= 1.0:
         if u > max_step_ratio > 1.0:  # broken far above the estimate: not one to size on
-            return (cp * u / max_step_ratio, cg * u / max_step_ratio), False
-        return capacity, False
+            return (cp * u / max_step_ratio, cg * u / max_step_ratio), False, False
+        return capacity, False, False
     if u < LOW_LOAD_UTILISATION and not queued:
-        return capacity, True
-    return _shrink(capacity, load, ttft_met is False, tpot_met is False, 1.0 / max_step_ratio), False
+        return capacity, True, False
+    return _shrink(capacity, load, ttft_met is False, tpot_met is False, 1.0 / max_step_ratio), False, False
+
+
+def probe_ratio(doublings: int | None, max_step_ratio: float) -> float:
+    """The probe's step: `PROBE_STEP_RATIO` with its excess doubled for each probe of the slow
+    start so far (`SloState.probe_doublings`; None: the slow start has ended, the base step),
+    at most `max_step_ratio`.
+
+    Worked example, step 1.1: no probe yet: 1.002; 3 so far: 1.016; 6: 1.128, so 1.1; ended: 1.002.
+    """
+    return min(1.0 + (PROBE_STEP_RATIO - 1.0) * 2.0 ** (doublings or 0), max_step_ratio)
+
+
+def slow_start(doublings: int | None, probed: bool | None) -> int | None:
+    """The probe's slow start after a tick of `learn_capacity`: one more probe counted (at most
+    `MAX_PROBE_DOUBLINGS`), ended for good on a breach or a tick without slack (probed False),
+    as it was otherwise (a tick waiting for the fleet to be sized as asked, say).
+
+    Worked example: 3 so far and a probe: 4; and a breach: ended (None); and a tick waiting: 3.
+    Ended and a probe: ended.
+    """
+    if doublings is None or probed is False:
+        return None
+    return min(doublings + 1, MAX_PROBE_DOUBLINGS) if probed else doublings
 
 
 def _shrink(
@@ -404,11 +441,14 @@ def assess_slo(
         u = utilisation(load, capacity)
         verdict = judge(reading, bound, slo, (a_ttft, a_tpot), minimum, u)
         sized = u * headroom_ratio(state, slo.attainment_target, policy.headroom_max_ratio)
-        new, infeasible = learn_capacity(capacity, load, *verdict, demand.saturated_pods > 0,
-                                         policy.capacity_learning_max_step_ratio, sized)
+        step, doublings = policy.capacity_learning_max_step_ratio, state.probe_doublings
+        new, infeasible, probed = learn_capacity(capacity, load, *verdict, demand.saturated_pods > 0, step, sized,
+                                                 probe_ratio(doublings, step))
         if new != capacity:
             capacity = within_drift(new, cold)
             state = state.learned(capacity)
+        if (after := slow_start(doublings, probed)) != doublings:
+            state = state.probing(after)
     scale = demand_scale(demand, policy.forecast_max_growth_ratio)
     base = utilisation((p * scale, g * scale), capacity)
     return SloSignal(base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,

@@ -515,15 +515,19 @@ def _finite(value: Any, what: str, *, positive: bool = False) -> float:
     return number
 
 
+MAX_PROBE_DOUBLINGS = 16  # `SloState.probe_doublings` counts no further (the step is capped long before)
+
+
 @fast_init
 @dataclass(frozen=True)
 class SloState:
     """What the SLO capacity step learns: serialisable so it survives a controller restart.
 
     The learned capacity of one replica (None until learned: the cold start is used), the cold
-    start it was learned from (a changed profile or override starts over), and the headroom's
+    start it was learned from (a changed profile or override starts over), the headroom's
     readings: fleet token demand in cold-start replicas, thinned to a few entries per lead time,
-    and the exponentially weighted moments of its log-growth over one lead time.
+    and the exponentially weighted moments of its log-growth over one lead time; and the
+    probe's slow start: the probes so far (the step doubles with each), None once it has ended.
     """
 
     cold_start: tuple[float, float] | None = None  # (Cp, Cg) in force when this was learned
@@ -534,11 +538,18 @@ class SloState:
     growth_variance: float = 0.0
     growth_samples: int = 0  # capped
     growth_updated_at: float | None = None
+    probe_doublings: int | None = 0  # the probe's slow start: probes so far (capped); None: ended
 
     def learned(self, capacity: tuple[float, float]) -> SloState:
         """This state with a learned capacity (Cp, Cg)."""
         return SloState(self.cold_start, capacity[0], capacity[1], self.demand_history, self.growth_mean,
-                        self.growth_variance, self.growth_samples, self.growth_updated_at)
+                        self.growth_variance, self.growth_samples, self.growth_updated_at, self.probe_doublings)
+
+    def probing(self, probe_doublings: int | None) -> SloState:
+        """This state with the probe's slow start at `probe_doublings`."""
+        return SloState(self.cold_start, self.capacity_prompt_tokens_per_second,
+                        self.capacity_generation_tokens_per_second, self.demand_history, self.growth_mean,
+                        self.growth_variance, self.growth_samples, self.growth_updated_at, probe_doublings)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -551,12 +562,14 @@ class SloState:
             "growth_variance": self.growth_variance,
             "growth_samples": self.growth_samples,
             "growth_updated_at": self.growth_updated_at,
+            "probe_doublings": self.probe_doublings,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SloState:
         """Inverse of `to_dict`; raises ValueError on anything malformed (the caller then
-        starts cold). Capacities must be positive, both set or both unset, with a cold start."""
+        starts cold). Capacities must be positive, both set or both unset, with a cold start.
+        A record without `probe_doublings` (written before the slow start) reads as 0."""
         if not isinstance(data, dict) or data.get("version") != 1:
             raise ValueError("SLO state: expected a mapping with version 1")
         cold = data.get("cold_start")
@@ -575,6 +588,10 @@ class SloState:
         samples, updated = data.get("growth_samples", 0), data.get("growth_updated_at")
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise ValueError(f"SLO state: bad growth_samples {samples!r}")
+        doublings = data.get("probe_doublings", 0)
+        if doublings is not None and (isinstance(doublings, bool) or not isinstance(doublings, int)
+                                      or not 0 <= doublings <= MAX_PROBE_DOUBLINGS):
+            raise ValueError(f"SLO state: bad probe_doublings {doublings!r}")
         variance = _finite(data.get("growth_variance", 0.0), "growth variance")
         if variance < 0:
             raise ValueError(f"SLO state: negative growth variance {variance!r}")
@@ -588,6 +605,7 @@ class SloState:
             growth_variance=variance,
             growth_samples=samples,
             growth_updated_at=None if updated is None else _finite(updated, "growth time"),
+            probe_doublings=doublings,
         )
 
 

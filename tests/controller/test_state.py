@@ -4,6 +4,7 @@ failover (`controller/state.py`)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -79,6 +80,17 @@ def test_the_learned_slo_capacity_survives_rounded_without_its_readings() -> Non
     # Later readings that moved what was learned by less than the rounding write the same entry.
     nudged = SloState(SLO.cold_start, 15_030.0, 2_910.0, SLO.demand_history, 0.0119, 0.0124, 58, 975.0)
     assert to_record(PolicyState(slo=nudged)) == to_record(PolicyState(slo=SLO))
+
+
+def test_the_probes_slow_start_survives_as_whether_it_has_ended() -> None:
+    # The module docstring's example: 5 probes into the slow start is kept as 0 (a restart starts
+    # its step over from the base, and the entry does not change at every probe); ended stays ended.
+    for doublings, kept in ((5, 0), (0, 0), (None, None)):
+        slo = replace(SLO, probe_doublings=doublings)
+        record = json.loads(json.dumps(to_record(PolicyState(slo=slo))))
+        assert from_record(record).slo.probe_doublings == kept
+    assert to_record(PolicyState(slo=replace(SLO, probe_doublings=5))) == to_record(PolicyState(slo=SLO))
+    assert to_record(PolicyState(slo=replace(SLO, probe_doublings=None))) != to_record(PolicyState(slo=SLO))
 
 
 def test_what_this_replica_learned_of_the_slo_wins_and_version_2_starts_cold() -> None:

@@ -87,6 +87,31 @@ def test_slo_met_above_capacity_grows_it_to_the_load_at_once() -> None:
     assert d2.values.capacity_prompt_tokens_per_second == pytest.approx(30_060.0)
 
 
+def test_the_probes_slow_start_doubles_its_step_until_slack_is_lost() -> None:
+    # from the jump's (30,000, 6,000) at u = 1, met with slack: probes of 0.2, 0.4 and 0.8 % (the
+    # slow start: each probe doubles the step's excess); then a tick met without slack (TTFT
+    # within the 2 s bound, but 0.667 within 1 s) ends it for good: nothing learned, and the
+    # next probe is 0.2 % again
+    ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT) for i in range(2))
+    _, state = run(obs(2, ready, free_gpus=8), BURSTY)
+    assert state.slo.probe_doublings == 0  # the jump is no probe
+    cp = 30_000.0
+    for k, ratio in enumerate((1.002, 1.004, 1.008), start=1):
+        d, state = decide(H100, obs(2, ready, free_gpus=8), state, NOW + 15 * k)
+        cp *= ratio
+        assert d.values.capacity_prompt_tokens_per_second == pytest.approx(cp)
+        assert state.slo.probe_doublings == k
+    tight = tuple(slo_pod(f"p{i}", NOW + 60, 18_000.0, 2_400.0, hist((1.5, 2.0, INF), (10.0, 10.0, 10.0), NOW + 60),
+                          hist((0.05, 0.1, INF), (10.0, 10.0, 10.0), NOW + 60)) for i in range(2))
+    d, state = decide(H100, obs(2, tight, free_gpus=8), state, NOW + 60)
+    assert (d.values.capacity_prompt_tokens_per_second, state.slo.probe_doublings) == (pytest.approx(cp), None)
+    again = tuple(slo_pod(f"p{i}", NOW + 75, 18_000.0, 2_400.0, hist((1.0, 2.5, INF), (10.0, 10.0, 10.0), NOW + 75),
+                          hist((0.05, 0.1, INF), (10.0, 10.0, 10.0), NOW + 75)) for i in range(2))
+    d, state = decide(H100, obs(2, again, free_gpus=8), state, NOW + 75)
+    assert d.values.capacity_prompt_tokens_per_second == pytest.approx(cp * 1.002)
+    assert state.slo.probe_doublings is None
+
+
 def test_slo_met_above_capacity_with_a_queue_grows_by_the_step() -> None:
     # the same load, but the pods queue (2 waiting each): the window may not count the queued
     # requests yet, so the capacity grows by the step only: (16,500, 3,300)

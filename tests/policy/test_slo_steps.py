@@ -40,7 +40,9 @@ from autoscaler.policy.slo_capacity import (
     judge,
     learn_capacity,
     mean_prompt_tokens,
+    probe_ratio,
     read_slo,
+    slow_start,
     starting_state,
     ttft_bound,
     usable_histograms,
@@ -48,7 +50,7 @@ from autoscaler.policy.slo_capacity import (
     utilisation,
     within_drift,
 )
-from autoscaler.policy.types import Reason, SloState
+from autoscaler.policy.types import MAX_PROBE_DOUBLINGS, Reason, SloState
 
 from .builders import hist, slo_pod
 
@@ -201,45 +203,76 @@ def test_utilisation() -> None:
 
 # --- learning ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("load", "ttft_met", "tpot_met", "slack", "queued", "expected", "infeasible", "sized"),
+    ("load", "ttft_met", "tpot_met", "slack", "queued", "expected", "infeasible", "sized", "probed"),
     [
         # docstring rows, capacity (15,000, 3,000), step 1.1
-        ((18_000.0, 2_400.0), True, True, False, False, (30_000.0, 6_000.0), False, 1.08),  # met, u 2.0: to the load
-        ((18_000.0, 2_400.0), True, True, False, True, (16_500.0, 3_300.0), False, 1.08),  # ...queued: x1.1
-        ((9_000.0, 900.0), True, True, True, False, (15_030.0, 3_006.0), False, 1.08),  # met with slack: probe
-        ((9_000.0, 900.0), True, True, False, False, H100, False, 1.08),  # met, no slack, u < 1: as it is
-        ((9_000.0, 900.0), True, True, True, False, H100, False, 0.85),  # slack, but a scale-down pending
-        ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False, 1.08),  # TTFT: Cp, bounded
-        ((9_000.0, 900.0), True, False, False, False, (15_000.0, 3_000.0 / 1.1), False, 1.08),  # TPOT: 0.75 -> 1/1.1
-        ((9_000.0, 900.0), False, False, False, False, (15_000.0 / 1.1, 3_000.0 / 1.1), False, 1.08),  # both
-        ((3_000.0, 300.0), False, True, False, False, H100, True, 1.08),  # u 0.3: infeasible at low load
-        ((3_000.0, 300.0), False, True, False, True, (15_000.0 / 1.1, 3_000.0), False, 1.08),  # ...unless queued
-        ((18_000.0, 2_400.0), False, True, False, False, (15_000.0 * 2 / 1.1, 3_000.0 * 2 / 1.1), False, 1.08),  # broken
-        # at u 2 > 1.1: to the load / 1.1 (27,273, 5,455)
-        ((12_600.0, 600.0), False, True, False, False, H100, False, 1.08),  # broken at u 1.04: more are coming
+        ((18_000.0, 2_400.0), True, True, False, False, (30_000.0, 6_000.0), False, 1.08, None),  # met, u 2: the load
+        ((18_000.0, 2_400.0), True, True, False, True, (16_500.0, 3_300.0), False, 1.08, None),  # ...queued: x1.1
+        ((9_000.0, 900.0), True, True, True, False, (15_030.0, 3_006.0), False, 1.08, True),  # met with slack: probe
+        ((9_000.0, 900.0), True, True, False, False, H100, False, 1.08, False),  # met, no slack, u < 1: as it is
+        ((9_000.0, 900.0), True, True, True, False, H100, False, 0.85, None),  # slack, but a scale-down pending
+        ((9_000.0, 900.0), False, True, False, False, (15_000.0 / 1.1, 3_000.0), False, 1.08, False),  # TTFT: Cp
+        ((9_000.0, 900.0), True, False, False, False, (15_000.0, 3_000.0 / 1.1), False, 1.08, False),  # TPOT: 1/1.1
+        ((9_000.0, 900.0), False, False, False, False, (15_000.0 / 1.1, 3_000.0 / 1.1), False, 1.08, False),  # both
+        ((3_000.0, 300.0), False, True, False, False, H100, True, 1.08, False),  # u 0.3: infeasible at low load
+        ((3_000.0, 300.0), False, True, False, True, (15_000.0 / 1.1, 3_000.0), False, 1.08, False),  # ...queued
+        ((18_000.0, 2_400.0), False, True, False, False, (15_000.0 * 2 / 1.1, 3_000.0 * 2 / 1.1), False, 1.08,
+         False),  # broken at u 2 > 1.1: to the load / 1.1 (27,273, 5,455)
+        ((12_600.0, 600.0), False, True, False, False, H100, False, 1.08, False),  # broken at u 1.04: more are coming
         # more rows
-        ((18_000.0, 2_400.0), None, None, False, False, H100, False, 1.08),  # nothing known: as it is
-        ((12_000.0, 600.0), True, None, False, False, H100, False, 1.08),  # u = 1.0 exactly: not > 1, no slack
+        ((18_000.0, 2_400.0), None, None, False, False, H100, False, 1.08, None),  # nothing known: as it is
+        ((12_000.0, 600.0), True, None, False, False, H100, False, 1.08, False),  # u = 1.0 exactly: not > 1, no slack
+        ((3_000.0, 300.0), True, True, False, False, H100, False, 1.08, None),  # met at u 0.3: slack not judged
     ],
 )
-def test_learn_capacity(load, ttft_met, tpot_met, slack, queued, expected, infeasible, sized) -> None:
+def test_learn_capacity(load, ttft_met, tpot_met, slack, queued, expected, infeasible, sized, probed) -> None:
     # sized = u x headroom: 1.08 (the docstring's 0.9 x 1.2), 0.85 where a scale-down is pending
-    got, flagged = learn_capacity(H100, load, ttft_met, tpot_met, slack, queued, 1.1, sized)
+    got, flagged, did_probe = learn_capacity(H100, load, ttft_met, tpot_met, slack, queued, 1.1, sized)
     assert got == pytest.approx(expected)
     assert flagged is infeasible
+    assert did_probe is probed
+
+
+def test_learn_capacity_probes_by_the_step_given() -> None:
+    # docstring: a slow start's fourth probe, 1.016: (15,240, 3,048); never above the step
+    grown, _, probed = learn_capacity(H100, (9_000.0, 900.0), True, True, True, False, 1.1, 1.08, 1.016)
+    assert (grown, probed) == (pytest.approx((15_240.0, 3_048.0)), True)
+    grown, _, _ = learn_capacity(H100, (9_000.0, 900.0), True, True, True, False, 1.1, 1.08, 1.6)
+    assert grown == pytest.approx((16_500.0, 3_300.0))
+    still, _, probed = learn_capacity(H100, (9_000.0, 900.0), True, True, True, False, 1.0, 1.08, 1.016)
+    assert (still, probed) == (H100, None)  # step 1: nothing moves, nothing counted
+
+
+@pytest.mark.parametrize(
+    ("doublings", "expected"),
+    [(0, 1.002), (3, 1.016), (6, 1.1), (None, 1.002),  # docstring, step 1.1
+     (1, 1.004), (MAX_PROBE_DOUBLINGS, 1.1)],
+)
+def test_probe_ratio(doublings, expected) -> None:
+    assert probe_ratio(doublings, 1.1) == pytest.approx(expected)
+    assert probe_ratio(doublings, 1.0) == 1.0  # step 1: learning frozen
+
+
+@pytest.mark.parametrize(
+    ("doublings", "probed", "expected"),
+    [(3, True, 4), (3, False, None), (3, None, 3), (None, True, None),  # docstring
+     (0, True, 1), (None, None, None), (None, False, None), (MAX_PROBE_DOUBLINGS, True, MAX_PROBE_DOUBLINGS)],
+)
+def test_slow_start(doublings, probed, expected) -> None:
+    assert slow_start(doublings, probed) == expected
 
 
 def test_learn_capacity_probes_from_half_load_and_never_with_step_one() -> None:
     # docstring: with step 1.2 the TTFT breach shrinks Cp to the observed load, 0.6 / 0.7
-    shrunk, _ = learn_capacity(H100, (9_000.0, 900.0), False, True, False, False, 1.2, 1.0)
+    shrunk, _, _ = learn_capacity(H100, (9_000.0, 900.0), False, True, False, False, 1.2, 1.0)
     assert shrunk == pytest.approx((15_000.0 * 0.6 / 0.7, 3_000.0))
-    grown, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1, 1.0)  # u = 0.3 + 0.2 = 0.5, headroom 2
+    grown, _, _ = learn_capacity(H100, (4_500.0, 600.0), True, True, True, False, 1.1, 1.0)  # u = 0.5, headroom 2
     assert grown == pytest.approx((15_030.0, 3_006.0))
-    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0, 2.0)  # step 1 = never learn
+    still, _, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, True, False, 1.0, 2.0)  # step 1 = never learn
     assert still == H100
-    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, False, True, 1.0, 2.0)  # queued too
+    still, _, _ = learn_capacity(H100, (18_000.0, 2_400.0), True, True, False, True, 1.0, 2.0)  # queued too
     assert still == H100
-    still, _ = learn_capacity(H100, (18_000.0, 2_400.0), False, True, False, False, 1.0, 2.0)  # broken at u 2
+    still, _, _ = learn_capacity(H100, (18_000.0, 2_400.0), False, True, False, False, 1.0, 2.0)  # broken at u 2
     assert still == H100
 
 
@@ -421,6 +454,11 @@ def test_slo_state_round_trip() -> None:
                  growth_mean=0.1, growth_variance=0.02, growth_samples=7, growth_updated_at=950.0)
     assert SloState.from_dict(s.to_dict()) == s
     assert SloState.from_dict(SloState().to_dict()) == SloState()
+    for doublings in (None, 5, MAX_PROBE_DOUBLINGS):
+        probing = s.probing(doublings)
+        assert SloState.from_dict(probing.to_dict()) == probing
+    older = {k: v for k, v in s.probing(5).to_dict().items() if k != "probe_doublings"}
+    assert SloState.from_dict(older).probe_doublings == 0  # written before the slow start
 
 
 @pytest.mark.parametrize(
@@ -440,6 +478,11 @@ def test_slo_state_round_trip() -> None:
         {"growth_samples": True},
         {"growth_mean": "0.1"},
         {"growth_updated_at": math.inf},
+        {"probe_doublings": -1},
+        {"probe_doublings": MAX_PROBE_DOUBLINGS + 1},
+        {"probe_doublings": True},
+        {"probe_doublings": 1.0},
+        {"probe_doublings": "3"},
     ],
 )
 def test_slo_state_rejects_bad_data(change: dict[str, object]) -> None:

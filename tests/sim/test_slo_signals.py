@@ -279,11 +279,13 @@ def test_a_scenario_slo_out_of_the_policy_range_is_refused_naming_it() -> None:
 # slice it reached 100 % for about 1.7x the node GPU-hours (5.36, docs/slo-policy.md); re-pinned
 # when a load carried within the SLO with no queue became the capacity at once ("the jump"):
 # 100 % for 3.87 (1.2x); re-pinned when the cold-start floor of the headroom's sd went (the
-# headroom is 1 until the first growth sample): 99.992 % for 3.2246, HPA's and KEDA's row within 0.01 %.
+# headroom is 1 until the first growth sample): 99.992 % for 3.2246, HPA's and KEDA's row within 0.01 %;
+# re-pinned when the probe got its slow start (the step doubles with each probe until the first
+# breach or tick without slack): 99.78 % for 2.7664 (not used to choose it: the tuning slices did).
 PINNED = {
     "keda": (0.9999244022104794, 3.224719444447222, 3.058333333333333, 132279),
     "hpa": (0.9999244022104794, 3.224719444447222, 3.058333333333333, 132279),
-    "queue-lead": (0.9999244022104794, 3.2246352777813883, 2.8583333333333334, 132279),
+    "queue-lead": (0.9978076641039016, 2.7663861111138885, 2.6666666666666665, 132279),
 }
 
 
