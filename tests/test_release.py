@@ -123,8 +123,16 @@ def test_runtime_lock_is_closed_over_the_installed_dependencies() -> None:
     """Each locked package's own requirements (Python 3.11, Linux x86_64) are locked too, as far as
     the packages installed here are the locked versions (their metadata is what we can read)."""
     locked = _lock(RUNTIME_LOCK)
+    checked = _check_closed(locked, locked, "requirements.lock lacks")
+    assert checked >= len(PYPROJECT["project"]["dependencies"])
+
+
+def _check_closed(packages: dict[str, tuple[str, list[str]]], within: dict[str, tuple[str, list[str]]],
+                  lacks: str) -> int:
+    """Assert that each of `packages` installed here at its locked version has its requirements
+    (Python 3.11, Linux x86_64) in `within`, at a version they accept; the number checked."""
     checked = 0
-    for name, (version, _) in locked.items():
+    for name, (version, _) in packages.items():
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
@@ -137,9 +145,9 @@ def test_runtime_lock_is_closed_over_the_installed_dependencies() -> None:
             if req.marker is not None and not req.marker.evaluate({**LINUX_311, "extra": ""}):
                 continue
             dep = canonicalize_name(req.name)
-            assert dep in locked, f"{name} needs {req.name}, which requirements.lock lacks: {REGENERATE}"
-            assert req.specifier.contains(locked[dep][0], prereleases=True), (name, spec, locked[dep][0])
-    assert checked >= len(PYPROJECT["project"]["dependencies"])
+            assert dep in within, f"{name} needs {req.name}, which {lacks}: {REGENERATE}"
+            assert req.specifier.contains(within[dep][0], prereleases=True), (name, spec, within[dep][0])
+    return checked
 
 
 def test_build_lock_satisfies_the_build_requirements() -> None:
@@ -162,23 +170,7 @@ def test_build_lock_is_closed_and_agrees_with_the_runtime_lock() -> None:
     build, runtime = _lock(BUILD_LOCK), _lock(RUNTIME_LOCK)
     for name in set(build) & set(runtime):
         assert build[name] == runtime[name], f"{name}: the two locks differ; {REGENERATE} (it takes -c requirements.lock)"
-    both = {**runtime, **build}
-    checked = 0
-    for name, (version, _) in build.items():
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue
-        if dist.version != version:
-            continue
-        checked += 1
-        for spec in dist.requires or []:
-            req = Requirement(spec)
-            if req.marker is not None and not req.marker.evaluate({**LINUX_311, "extra": ""}):
-                continue
-            dep = canonicalize_name(req.name)
-            assert dep in both, f"{name} needs {req.name}, which neither lock has: {REGENERATE}"
-            assert req.specifier.contains(both[dep][0], prereleases=True), (name, spec, both[dep][0])
+    checked = _check_closed(build, {**runtime, **build}, "neither lock has")
     # mypy and its dependencies are installed here (the `test` extra), at the locked versions
     # while the lock has the mypy this virtualenv has, which builds the compiled core here
     assert checked >= 2, f"this virtualenv's mypy {metadata.version('mypy')} is not the lock's: {REGENERATE}"
