@@ -100,7 +100,7 @@ bench: venv
 # compiled build). About 1 min on 2 cores. `make pure` removes them: back to pure Python.
 # `python -c 'import autoscaler.policy as p; print(p.COMPILED_MODULES)'` says which is in use.
 compiled: venv
-	$(PIP) install -q 'setuptools>=77'
+	$(PIP) install -q --require-hashes -r requirements-build.lock  # the image's build tools (mypy, setuptools), hash-locked
 	AUTOSCALER_MYPYC=1 $(PY) setup.py -q build_ext --inplace
 	touch autoscaler/policy/*.so autoscaler/replay/*.so  # built from the sources as they are now (an unchanged one is copied with its old time)
 	$(PY) -c 'import autoscaler.policy as p; assert p.COMPILED_MODULES; print("compiled:", len(p.COMPILED_MODULES), "modules")'
