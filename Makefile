@@ -71,7 +71,7 @@ demo: $(DEMO_STAMP)
 # simulations/preregistered.yaml, every policy x its 8 grid points x seeds 0-2 (~2.5 h on 2 cores),
 # then the summary of all scenarios. Tuning traces: `make tuning`.
 EVALUATION := azure-conv azure-code azure-code-long servegen-m-mid-1d servegen-m-small-1d
-TUNING := tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9 tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h
+TUNING := tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9 tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h tuning-servegen-m-mid-d7-1h
 JOBS ?= 2
 experiments: venv
 	for s in $(EVALUATION); do \
