@@ -569,7 +569,8 @@ class SloState:
     def from_dict(cls, data: dict[str, Any]) -> SloState:
         """Inverse of `to_dict`; raises ValueError on anything malformed (the caller then
         starts cold). Capacities must be positive, both set or both unset, with a cold start.
-        A record without `probe_doublings` (written before the slow start) reads as 0."""
+        A record without `probe_doublings` (written before the slow start) reads as 0 when it
+        has learned nothing, as ended (None) when it has: its estimate is not a new one."""
         if not isinstance(data, dict) or data.get("version") != 1:
             raise ValueError("SLO state: expected a mapping with version 1")
         cold = data.get("cold_start")
@@ -588,7 +589,10 @@ class SloState:
         samples, updated = data.get("growth_samples", 0), data.get("growth_updated_at")
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise ValueError(f"SLO state: bad growth_samples {samples!r}")
-        doublings = data.get("probe_doublings", 0)
+        # a record written before the slow start: a capacity it learned came from a controller
+        # probing at the base step, which it keeps (a restart after an upgrade must not double
+        # the probe on a converged estimate); nothing learned yet: the slow start begins
+        doublings = data.get("probe_doublings", 0 if cp is None else None)
         if doublings is not None and (isinstance(doublings, bool) or not isinstance(doublings, int)
                                       or not 0 <= doublings <= MAX_PROBE_DOUBLINGS):
             raise ValueError(f"SLO state: bad probe_doublings {doublings!r}")

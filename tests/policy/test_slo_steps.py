@@ -457,8 +457,12 @@ def test_slo_state_round_trip() -> None:
     for doublings in (None, 5, MAX_PROBE_DOUBLINGS):
         probing = s.probing(doublings)
         assert SloState.from_dict(probing.to_dict()) == probing
+    # written before the slow start: a learned estimate keeps the base step (ended), a state
+    # that has learned nothing starts the slow start
     older = {k: v for k, v in s.probing(5).to_dict().items() if k != "probe_doublings"}
-    assert SloState.from_dict(older).probe_doublings == 0  # written before the slow start
+    assert SloState.from_dict(older).probe_doublings is None
+    unlearned = {k: v for k, v in SloState(cold_start=H100).to_dict().items() if k != "probe_doublings"}
+    assert SloState.from_dict(unlearned).probe_doublings == 0
 
 
 @pytest.mark.parametrize(
