@@ -422,9 +422,13 @@ def build(prep: Prepared, name: str, knob: float | None) -> tuple[Policy, RunCon
                       oracle_factory=prep.clairvoyant, queue_lead_knob=QUEUE_LEAD_KNOB)
     cfg = prep.cfg
     if reg == "static":
-        n = getattr(pol, "replicas", cfg.initial_replicas)
-        cfg = replace(cfg, initial_replicas=n, min_nodes=n)
+        cfg = static_config(cfg, getattr(pol, "replicas", cfg.initial_replicas))
     return pol, cfg
+
+
+def static_config(cfg: RunConfig, replicas: int) -> RunConfig:
+    """A static fleet's run: it starts with its `replicas` ready, on as many nodes."""
+    return replace(cfg, initial_replicas=replicas, min_nodes=replicas)
 
 
 def build_shipped(prep: Prepared) -> tuple[Policy, RunConfig]:

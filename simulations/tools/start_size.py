@@ -4,9 +4,11 @@ simulations/preregistered.yaml only (docs/slo-policy.md quotes its rows): never 
 default on an evaluation scenario.
 
     python simulations/tools/start_size.py tuning-servegen-m-mid-d2-2h --start 8 20 [--seeds 0 1 2]
+    python simulations/tools/start_size.py tuning-servegen-m-mid-d7-1h --static 10 11 --seeds 0 1 2
 
 One line per (start, seed): attainment %, node GPU-hours, and the spec replicas every 10 minutes.
-A start of 0 means the protocol's own start (`Prepared.initial_need`).
+A start of 0 means the protocol's own start (`Prepared.initial_need`). `--static N ...`: a fixed
+fleet of N replicas instead (the comparison docs/slo-policy.md quotes for a tuning slice).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from autoscaler.sim.experiment import REPO, Scenario, build_shipped, load_protocol, prepared_for
+from autoscaler.baselines.static import StaticFleet
+from autoscaler.sim.experiment import REPO, Scenario, build_shipped, load_protocol, prepared_for, static_config
 from autoscaler.sim.runner import run
 
 SCENARIOS = REPO / "simulations" / "scenarios"
@@ -37,20 +40,35 @@ def run_from(sc: Scenario, seed: int, start: int) -> dict[str, Any]:
             "gpu_hours_nodes": r.gpu_hours_nodes, "spec_every_10_min": [int(spec[i]) for i in range(0, len(spec), SERIES_EVERY)]}
 
 
+def run_static(sc: Scenario, seed: int, replicas: int) -> dict[str, Any]:
+    """One run of a static fleet of `replicas` (started ready, as the sweep's static fleet)."""
+    prep = prepared_for(sc, seed)
+    r = run(prep.trace, prep.profile, StaticFleet(replicas), static_config(prep.cfg, replicas))
+    return {"replicas": replicas, "seed": seed, "slo_attainment": r.slo_attainment, "gpu_hours_nodes": r.gpu_hours_nodes}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario", help="a scenario name in simulations/scenarios (a tuning slice)")
     ap.add_argument("--start", type=int, nargs="+", default=[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--static", type=int, nargs="+", default=[], metavar="N", help="static fleets of N replicas instead")
     args = ap.parse_args(argv)
     path = SCENARIOS / f"{args.scenario}.yaml"
-    if not path.exists() or any(s < 0 for s in args.start):
-        print(f"start_size: no scenario {path} or a negative start", file=sys.stderr)
+    if not path.exists() or any(s < 0 for s in args.start) or any(n < 1 for n in args.static):
+        print(f"start_size: no scenario {path}, a negative start or a static fleet below 1", file=sys.stderr)
         return 2
     if args.scenario in load_protocol().evaluation:
         print(f"start_size: {args.scenario} is an evaluation scenario of the protocol: tuning slices only", file=sys.stderr)
         return 2
     sc = Scenario.load(path)
+    for n in args.static:
+        for seed in args.seeds:
+            row = run_static(sc, seed, n)
+            print(f"{args.scenario} static {n} seed {seed}: {100 * row['slo_attainment']:.2f} % "
+                  f"{row['gpu_hours_nodes']:.1f} node GPU-h")
+    if args.static:
+        return 0
     for start in args.start:
         for seed in args.seeds:
             row = run_from(sc, seed, start)

@@ -189,3 +189,9 @@ def test_start_size_runs_queue_lead_from_the_start_asked(capsys: pytest.CaptureF
     assert tool.main(["no-such-scenario"]) == 2
     assert tool.main(["azure-conv", "--start", "2"]) == 2  # an evaluation scenario: refused
     assert "evaluation scenario" in capsys.readouterr().err
+    # a static fleet instead: 3 replicas on the demo slice, billed 3 nodes for its 20 minutes
+    assert tool.main(["demo", "--static", "3"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("demo static 3 seed 0: ") and line.endswith(" 1.0 node GPU-h"), line
+    assert tool.main(["demo", "--static", "0"]) == 2
+    assert tool.main(["azure-conv", "--static", "3"]) == 2
