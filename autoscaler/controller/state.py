@@ -12,12 +12,12 @@ no SLO state) are read.
      "slo": {...SloState.to_dict(), rounded, without the demand readings...}}
 
 The SLO state is kept rounded to `SLO_DIGITS` significant digits, its sample count capped at
-what the headroom reads (`SAMPLES_READ`: whether there is one), without its demand readings (they span one lead
+what the headroom reads (`MIN_SAMPLES`), without its demand readings (they span one lead
 time and are refilled within it), and with the probe's slow start kept as whether it has ended
 (a restart during it starts its step over from the base; its count moves every probe tick):
 the entry then changes only when what was learned moves by several percent, not at every
 reading, so the ConfigMap is not rewritten every tick. Worked example: a learned 15,234.7 prompt
-tokens/s is kept as 15,000; a headroom growth variance of 0.0123456 as 0.012; 57 samples as 1;
+tokens/s is kept as 15,000; a headroom growth variance of 0.0123456 as 0.012; 57 samples as 20;
 a slow start 5 probes in as 0, one that has ended as ended (None).
 """
 
@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from autoscaler.policy import LeadTimeState, PolicyState
-from autoscaler.policy.headroom import SAMPLES_READ
+from autoscaler.policy.headroom import MIN_SAMPLES
 from autoscaler.policy.time_window import TimeWindow
 from autoscaler.policy.types import SloState
 
@@ -62,7 +62,7 @@ def kept_slo(slo: SloState) -> SloState:
         capacity_generation_tokens_per_second=None if cg is None else _round(cg),
         growth_mean=_round(slo.growth_mean),
         growth_variance=_round(slo.growth_variance),
-        growth_samples=min(slo.growth_samples, SAMPLES_READ),
+        growth_samples=min(slo.growth_samples, MIN_SAMPLES),
         growth_updated_at=None,
         probe_doublings=None if slo.probe_doublings is None else 0,
     )

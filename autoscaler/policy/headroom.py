@@ -10,10 +10,12 @@ implies: headroom = exp(max(0, mean + z_q x sd)), z_q = the standard normal quan
 target (2.33 at 0.99), at most `headroom_max_ratio`. Bursty traffic has a wide r: headroom;
 smooth traffic a narrow one: little. A rising trend (diurnal ramp) moves the mean up.
 
-There is no cold-start floor on the sd: until the first sample (one lead time after start) the
-headroom is 1, and the first samples set it. A floor of 0.15 until 20 samples (headroom 1.42 for
-the first ~20 readings) was shipped before; on the protocol's tuning slices it bought no
-attainment and cost up to 10 % of a two-hour slice (docs/slo-policy.md).
+Until `MIN_SAMPLES` samples, the sd is at least `COLD_START_SD` = 0.15 (demand up 16 % over
+one lead time at one sd: at 0.99, headroom exp(2.33 x 0.15) = 1.42): a history of less than
+about two lead times says too little about a jump the next lead time may bring (on the bursty
+tuning hour the first 20 minutes grew at most x1.25 over a lead time, the next minute x1.47), so
+a new fleet assumes bursty traffic until its samples are many. It costs smooth traffic those
+first minutes (docs/slo-policy.md).
 
 O(1) a tick: a reading (and a growth sample) is taken when the newest is at least H / 16 old,
 and of the readings at least H old only the newest is kept, so the history holds at most about
@@ -29,8 +31,9 @@ from statistics import NormalDist
 from autoscaler.policy.time_window import Entries, TimeWindow
 from autoscaler.policy.types import SloState
 
-SAMPLES_READ = 1  # of the sample count only "is there one" is read (`update_moments`)
-MAX_SAMPLES = 1_000_000  # capped to stay small
+COLD_START_SD = 0.15
+MIN_SAMPLES = 20
+MAX_SAMPLES = 1_000_000  # the sample count is only compared with MIN_SAMPLES; capped to stay small
 READINGS_PER_LEAD_TIME = 16
 
 
@@ -105,14 +108,18 @@ def normal_quantile(q: float) -> float:
 
 
 def headroom_ratio(state: SloState, attainment_target: float, max_ratio: float) -> float:
-    """exp(max(0, mean + z_q x sd)), at most `max_ratio`.
+    """exp(max(0, mean + z_q x sd)), at most `max_ratio`; sd at least `COLD_START_SD` until
+    `MIN_SAMPLES` samples.
 
-    Worked example: target 0.99 (z = 2.326), mean 0.05, variance 0.01 (sd 0.1): exp(0.05 +
-    0.2326) = 1.327, with 3 samples as with 50. No sample yet (mean 0, variance 0): 1. A mean
-    of -0.5: exp(max(0, -0.27)) = 1. Variance 1: exp(2.38) capped to 2.
+    Worked example: target 0.99 (z = 2.326), mean 0.05, variance 0.01 (sd 0.1), 50 samples:
+    exp(0.05 + 0.2326) = 1.327. With 3 samples the sd is 0.15: exp(0.399) = 1.49. A mean of
+    -0.5: exp(max(0, -0.27)) = 1. Variance 1: exp(2.38) capped to 2.
     """
+    sd = math.sqrt(state.growth_variance)
+    if state.growth_samples < MIN_SAMPLES:
+        sd = max(sd, COLD_START_SD)
     z = normal_quantile(attainment_target)
-    return min(max_ratio, math.exp(max(0.0, state.growth_mean + z * math.sqrt(state.growth_variance))))
+    return min(max_ratio, math.exp(max(0.0, state.growth_mean + z * sd)))
 
 
 def track_headroom(

@@ -75,7 +75,7 @@ def test_the_learned_slo_capacity_survives_rounded_without_its_readings() -> Non
     record = json.loads(json.dumps(to_record(PolicyState(slo=SLO))))
     back = from_record(record).slo
     assert (back.capacity_prompt_tokens_per_second, back.capacity_generation_tokens_per_second) == (15_000.0, 2_900.0)
-    assert (back.growth_mean, back.growth_variance, back.growth_samples) == (0.012, 0.012, 1)
+    assert (back.growth_mean, back.growth_variance, back.growth_samples) == (0.012, 0.012, 20)
     assert back.cold_start == SLO.cold_start and back.demand_history == () and back.growth_updated_at is None
     # Later readings that moved what was learned by less than the rounding write the same entry.
     nudged = SloState(SLO.cold_start, 15_030.0, 2_910.0, SLO.demand_history, 0.0119, 0.0124, 58, 975.0)

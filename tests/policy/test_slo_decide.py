@@ -21,7 +21,7 @@ from autoscaler.policy import (
     decide,
 )
 from autoscaler.policy.capacity_table import cold_start_capacity
-from autoscaler.policy.headroom import normal_quantile
+from autoscaler.policy.headroom import COLD_START_SD, normal_quantile
 from autoscaler.policy.limits import bounds
 from autoscaler.policy.slo_capacity import MAX_DRIFT_RATIO
 from autoscaler.policy.types import COLD_SLO_STATE, LatencyHistogram, PodStage, SloState
@@ -32,9 +32,12 @@ from .test_properties import observations, params, states
 NOW = 10_000.0
 INF = math.inf
 H100 = PolicyParams(capacity_profile="llama-3-8b/h100")  # cold start (15,000, 3,000)
+COLD_HEADROOM = math.exp(normal_quantile(0.99) * COLD_START_SD)  # 1.418: no growth sample yet
 # a history whose demand grew with sd 0.15 over one lead time: headroom exp(2.326 x 0.15) = 1.418
 BURSTY = PolicyState(slo=SloState(cold_start=(15_000.0, 3_000.0), growth_variance=0.15**2, growth_samples=30))
 HEADROOM = math.exp(normal_quantile(0.99) * 0.15)
+# a history of many samples whose demand never grew: headroom 1 (past the cold-start floor)
+SMOOTH = SloState(cold_start=(15_000.0, 3_000.0), growth_samples=30)
 
 # 10 requests/s per pod; TTFT: 5 within 1 s, 8 within 2.5 s -> within 2 s: 5 + 3 / 1.5 = 7 (0.7)
 SLOW_TTFT = hist((1.0, 2.5, INF), (5.0, 8.0, 10.0), NOW)
@@ -49,11 +52,10 @@ def run(o: Observation, state: PolicyState | None = None, params: PolicyParams =
 def test_slo_broken_below_capacity_shrinks_it_and_scales_up() -> None:
     # 2 pods, each 9,000 prompt and 900 generated tokens/s: u = 0.6 + 0.3 = 0.9 < 1, yet TTFT
     # attainment 0.7 < 0.99: Cp shrinks toward the load (0.6 / 0.7), at most by 1 / 1.1: 13,636.
-    # u = 0.66 + 0.3 = 0.96; SLO replicas 2 x 0.96 x 1.418 (a bursty history's headroom) = 2.72
-    # -> 3 (with no growth sample yet, headroom 1: 1.92 -> 2, a hold). KV asks for 2 x 0.5 / 0.8 = 1.25 only.
+    # u = 0.66 + 0.3 = 0.96; SLO replicas 2 x 0.96 x 1.418 (cold headroom) = 2.72 -> 3.
+    # KV asks for 2 x 0.5 / 0.8 = 1.25 only.
     ready = tuple(slo_pod(f"p{i}", NOW, 9_000.0, 900.0, SLOW_TTFT, FAST_TPOT) for i in range(2))
-    assert run(obs(2, ready, free_gpus=8))[0].desired_replicas == 2
-    d, state = run(obs(2, ready, free_gpus=8), BURSTY)
+    d, state = run(obs(2, ready, free_gpus=8))
     assert (d.desired_replicas, d.reason) == (3, Reason.SCALE_UP_SLO)
     v = d.values
     assert v.capacity_prompt_tokens_per_second == pytest.approx(15_000 / 1.1)
@@ -61,8 +63,8 @@ def test_slo_broken_below_capacity_shrinks_it_and_scales_up() -> None:
     assert (v.capacity_learned, v.slo_infeasible_at_low_load, v.bound_signal) == (True, False, "slo")
     assert (v.ttft_attainment, v.tpot_attainment) == (pytest.approx(0.7), pytest.approx(1.0))
     assert v.slo_utilisation == pytest.approx(9_000 / (15_000 / 1.1) + 0.3)
-    assert v.headroom_ratio == pytest.approx(HEADROOM)
-    assert v.slo_replicas == pytest.approx(2 * (9_000 / (15_000 / 1.1) + 0.3) * HEADROOM)
+    assert v.headroom_ratio == pytest.approx(COLD_HEADROOM)
+    assert v.slo_replicas == pytest.approx(2 * (9_000 / (15_000 / 1.1) + 0.3) * COLD_HEADROOM)
     assert (v.slo_ttft_seconds, v.slo_tpot_seconds, v.slo_attainment_target) == (2.0, 0.1, 0.99)
     assert (v.prompt_tokens_per_second, v.generation_tokens_per_second) == (18_000.0, 1_800.0)
     assert state.slo.capacity_prompt_tokens_per_second == pytest.approx(15_000 / 1.1)
@@ -74,14 +76,14 @@ def test_slo_met_above_capacity_grows_it_to_the_load_at_once() -> None:
     # and no queue: the replicas carried that load within the SLO, so the capacity is at least
     # the load: both x u = 2, (30,000, 6,000), at once (not 1.1 a tick, which ordered 5.16 -> 6
     # replicas on a capacity the same tick had disproved); u = 0.6 + 0.4 = 1; SLO replicas
-    # 2 x 1 x 1.418 (a bursty history's headroom) = 2.84 -> 3
+    # 2 x 1 x 1.418 = 2.84 -> 3
     ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT) for i in range(2))
-    d, state = run(obs(2, ready, free_gpus=8), BURSTY)
+    d, state = run(obs(2, ready, free_gpus=8))
     assert (d.desired_replicas, d.reason) == (3, Reason.SCALE_UP_SLO)
     assert (d.values.capacity_prompt_tokens_per_second, d.values.capacity_generation_tokens_per_second) == (
         pytest.approx(30_000.0), pytest.approx(6_000.0))
     assert d.values.slo_utilisation == pytest.approx(1.0)
-    assert d.values.slo_replicas == pytest.approx(2 * HEADROOM)
+    assert d.values.slo_replicas == pytest.approx(2 * COLD_HEADROOM)
     # the next tick starts from the learned capacity: met with slack at u = 1: the probe, x1.002
     d2, _ = decide(H100, obs(2, ready, free_gpus=8), state, NOW + 15)
     assert d2.values.capacity_prompt_tokens_per_second == pytest.approx(30_060.0)
@@ -213,11 +215,10 @@ def test_without_the_slo_series_decisions_are_as_before(o: Observation, bound: s
 
 def test_token_rates_without_histograms_size_from_the_cold_start() -> None:
     # generic cold start (4,000, 1,500); 2 pods at 4,000 and 750: u = 1 + 0.5 = 1.5, nothing
-    # learned (no histogram); SLO replicas 2 x 1.5 = 3 (no growth sample yet: headroom 1)
+    # learned (no histogram); SLO replicas 2 x 1.5 x 1.418 = 4.25 -> 5, at most +4 per 15 s
     ready = tuple(slo_pod(f"p{i}", NOW, 4_000.0, 750.0) for i in range(2))
     d, state = run(obs(2, ready, free_gpus=8), params=PolicyParams())
-    assert (d.desired_replicas, d.reason, d.values.capacity_learned) == (3, Reason.SCALE_UP_SLO, False)
-    assert d.values.slo_replicas == pytest.approx(3.0)
+    assert (d.desired_replicas, d.reason, d.values.capacity_learned) == (5, Reason.SCALE_UP_SLO, False)
     assert d.values.ttft_attainment is None
     assert state.slo.cold_start == cold_start_capacity(None, None, None)
 
@@ -330,35 +331,36 @@ def test_length_aware_ttft_bound() -> None:
 
 def test_no_scale_down_while_the_slo_is_broken() -> None:
     # 2 pods at 30,000 prompt and 600 generated tokens/s, TTFT attainment 0.7: u = 2 + 0.2 = 2.2
-    # > 1.1, so the estimate moves to the load / 1.1 and the SLO step asks 2 x 1.1 = 2.2 -> 3.
+    # > 1.1, so the estimate moves to the load / 1.1 and the SLO step asks 2 x 1.1 = 2.2 -> 3
+    # (a smooth history: headroom 1).
     # 6 replicas (4 loading), the window's last 6 long gone: the 3 would be a scale-down while the
     # SLO is broken; held at 6 (hold_slo_broken).
     ready = tuple(slo_pod(f"p{i}", NOW, 30_000.0, 600.0, SLOW_TTFT, FAST_TPOT) for i in range(2))
     loading = tuple(flying(f"f{i}", PodStage.LOADING, NOW - 60, NOW - 50) for i in range(4))
-    d, _ = run(obs(6, ready, pods_in_flight=loading, free_gpus=8), PolicyState(recommendations=((NOW - 900, 6),)))
+    d, _ = run(obs(6, ready, pods_in_flight=loading, free_gpus=8), PolicyState(recommendations=((NOW - 900, 6),), slo=SMOOTH))
     assert (d.desired_replicas, d.reason) == (6, Reason.HOLD_SLO_BROKEN)
     assert d.values.slo_replicas == pytest.approx(2.2)
     # the same with the SLO met: not this hold (the jump to the load asks 2, within tolerance of
     # the 2 ready: hold_within_tolerance)
     fast = tuple(slo_pod(f"p{i}", NOW, 30_000.0, 600.0, FAST_TTFT, FAST_TPOT) for i in range(2))
-    d, _ = run(obs(6, fast, pods_in_flight=loading, free_gpus=8), PolicyState(recommendations=((NOW - 900, 6),)))
+    d, _ = run(obs(6, fast, pods_in_flight=loading, free_gpus=8), PolicyState(recommendations=((NOW - 900, 6),), slo=SMOOTH))
     assert d.reason is Reason.HOLD_WITHIN_TOLERANCE
 
 
 def test_the_tolerance_does_not_hold_a_scale_up_while_the_slo_is_broken() -> None:
     # 10 pods at 12,000 prompt and 720 generated tokens/s: u = 0.8 + 0.24 = 1.04 on the cold
     # start (15,000, 3,000). TTFT attainment 0.7: broken at 1 <= u <= 1.1, so nothing is learned
-    # (more replicas are expected). SLO replicas 10 x 1.04 = 10.4: within the 10 % tolerance of
+    # (more replicas are expected). SLO replicas 10 x 1.04 = 10.4 (a smooth history: headroom 1): within the 10 % tolerance of
     # the 10 ready, which held at 10 every tick (a tuning slice sat 1 h 50 min at 9 that way);
     # with the SLO measured broken the tolerance does not hold: 11 (scale_up_slo).
     p = PolicyParams(capacity_profile="llama-3-8b/h100", max_replicas=20)
     ready = tuple(slo_pod(f"p{i}", NOW, 12_000.0, 720.0, SLOW_TTFT, FAST_TPOT) for i in range(10))
-    d, _ = run(obs(10, ready, free_gpus=8), params=p)
+    d, _ = run(obs(10, ready, free_gpus=8), PolicyState(slo=SMOOTH), params=p)
     assert d.values.slo_replicas == pytest.approx(10.4)
     assert (d.desired_replicas, d.reason) == (11, Reason.SCALE_UP_SLO)
     # the same load with the SLO met: carried above the estimate, so the estimate grows to the
     # load (u = 1), SLO replicas 10: within the tolerance, held
     fast = tuple(slo_pod(f"p{i}", NOW, 12_000.0, 720.0, FAST_TTFT, FAST_TPOT) for i in range(10))
-    d, _ = run(obs(10, fast, free_gpus=8), params=p)
+    d, _ = run(obs(10, fast, free_gpus=8), PolicyState(slo=SMOOTH), params=p)
     assert d.values.slo_replicas == pytest.approx(10.0)
     assert (d.desired_replicas, d.reason) == (10, Reason.HOLD_WITHIN_TOLERANCE)

@@ -17,6 +17,7 @@ from autoscaler.policy.capacity_table import (
 from autoscaler.policy.demand import Demand
 from autoscaler.policy.forecast import Forecast
 from autoscaler.policy.headroom import (
+    COLD_START_SD,
     demand_units,
     headroom_ratio,
     keep_one_reference,
@@ -389,8 +390,7 @@ def test_update_moments() -> None:
     ("mean", "variance", "samples", "expected"),
     [
         (0.05, 0.01, 50, math.exp(0.05 + 2.3263478740408408 * 0.1)),  # docstring: 1.327
-        (0.05, 0.01, 3, math.exp(0.05 + 2.3263478740408408 * 0.1)),  # docstring: 3 samples as 50, no floor
-        (0.0, 0.0, 0, 1.0),  # docstring: no sample yet: none
+        (0.05, 0.01, 3, math.exp(0.05 + 2.3263478740408408 * COLD_START_SD)),  # docstring: 1.49
         (-0.5, 0.01, 50, 1.0),  # docstring: a falling demand needs no headroom
         (0.0, 1.0, 50, 2.0),  # docstring: capped
         (0.0, 0.0, 50, 1.0),  # smooth traffic: none
