@@ -73,6 +73,21 @@ def near_valid(draw: st.DrawFn, kind: str) -> Any:
     return draw(body)
 
 
+# What Prometheus writes: Go's float text (its specials spelled its way), integer or float timestamps.
+PROMETHEUS_VALUES = st.one_of(st.sampled_from(["NaN", "+Inf", "Inf", "-Inf"]),
+                              st.floats(allow_nan=False, allow_infinity=False).map(repr), st.integers().map(str))
+
+
+def well_formed(kind: str) -> st.SearchStrategy[Any]:
+    """Answers the parsers must accept (near_valid's rarely are): every kind of value on the accepting path."""
+    pair = st.tuples(st.one_of(st.integers(0, 2**34), st.floats(0, 2e9)), PROMETHEUS_VALUES).map(list)
+    item = st.fixed_dictionaries({"metric": labels, **({"value": pair} if kind == "vector" else
+                                                         {"values": st.lists(pair, max_size=4)})})
+    return st.fixed_dictionaries({"status": st.just("success"),
+                                  "data": st.fixed_dictionaries({"resultType": st.just(kind),
+                                                                 "result": st.lists(item, max_size=5)})})
+
+
 def _check_message(exc: PrometheusError) -> None:
     text = str(exc)
     assert text.strip(), f"empty message: {exc!r}"
@@ -80,11 +95,19 @@ def _check_message(exc: PrometheusError) -> None:
 
 def _check_float(value: Any) -> None:
     assert type(value) is float
-    assert math.isfinite(value) or math.isnan(value) or math.isinf(value)
 
 
-@settings(max_examples=400, deadline=None)
-@given(body=st.one_of(jsonish, near_valid("vector")))
+def _check_read(value: float, ts: float, raw: list[Any]) -> None:
+    """The pair as Prometheus wrote it: the timestamp's number and float() of the value's text
+    (which reads "NaN", "+Inf", "Inf" and "-Inf" as Prometheus means them); NaN equals NaN."""
+    _check_float(value)
+    expected = float(raw[1])
+    assert value == expected or (math.isnan(value) and math.isnan(expected)), (value, raw)
+    assert type(ts) is float and ts == float(raw[0]), (ts, raw)
+
+
+@settings(max_examples=600, deadline=None)  # about 400 (as before) on the error paths, 200 well-formed
+@given(body=st.one_of(jsonish, near_valid("vector"), well_formed("vector")))
 def test_parse_vector_accepts_or_raises_a_typed_error(body: Any) -> None:
     try:
         samples = parse_vector(body)
@@ -93,15 +116,17 @@ def test_parse_vector_accepts_or_raises_a_typed_error(body: Any) -> None:
         _check_message(exc)
         return
     assert isinstance(samples, list)
-    for sample_labels, value, ts in samples:
-        assert isinstance(sample_labels, dict)
+    result = body["data"]["result"]  # accepted: one sample per element, in the server's order
+    assert len(samples) == len(result)
+    for (sample_labels, value, ts), item in zip(samples, result):
+        assert isinstance(sample_labels, dict) and sample_labels == item["metric"]
         assert all(type(k) is str and type(v) is str for k, v in sample_labels.items())
-        _check_float(value)
-        assert type(ts) is float and math.isfinite(ts)
+        _check_read(value, ts, item["value"])
+        assert math.isfinite(ts)
 
 
-@settings(max_examples=400, deadline=None)
-@given(body=st.one_of(jsonish, near_valid("matrix")))
+@settings(max_examples=600, deadline=None)  # about 400 (as before) on the error paths, 200 well-formed
+@given(body=st.one_of(jsonish, near_valid("matrix"), well_formed("matrix")))
 def test_parse_matrix_accepts_or_raises_a_typed_error(body: Any) -> None:
     try:
         series = parse_matrix(body)
@@ -109,11 +134,14 @@ def test_parse_matrix_accepts_or_raises_a_typed_error(body: Any) -> None:
         assert isinstance(exc, PrometheusBadResponse)
         _check_message(exc)
         return
-    for series_labels, points in series:
+    result = body["data"]["result"]  # accepted: one series per element, in the server's order
+    assert len(series) == len(result)
+    for (series_labels, points), item in zip(series, result):
         assert all(type(k) is str and type(v) is str for k, v in series_labels.items())
-        for ts, value in points:
+        assert series_labels == item["metric"] and len(points) == len(item["values"])
+        for (ts, value), raw in zip(points, item["values"]):
             assert type(ts) is float and math.isfinite(ts)
-            _check_float(value)
+            _check_read(value, ts, raw)
 
 
 bodies = st.one_of(
@@ -142,7 +170,8 @@ def test_decode_response_returns_json_or_raises_a_typed_error(status: int, body:
         assert exc.retryable == (500 <= status <= 599)
         return
     assert status == 200
-    assert doc is None or isinstance(doc, dict | list | str | int | float | bool)
+    assert doc is not None  # a 200 whose body is not JSON (or is `null`) raises instead
+    assert json.dumps(doc) == json.dumps(json.loads(body))  # the body's JSON as sent (dumps: NaN equals NaN)
 
 
 def test_a_deeply_nested_body_is_a_bad_response_not_a_recursion_error() -> None:
