@@ -15,7 +15,6 @@ partial, so hold). Freshness depends on the tick: the summary keeps the oldest s
 from __future__ import annotations
 
 from math import inf, isfinite
-from operator import lt
 
 from autoscaler.policy.types import HistogramSum, ReadyPod, SloReading, SloSeries
 
@@ -26,26 +25,41 @@ def rates_ok(rates: tuple[float, ...]) -> bool:
 
     Worked example: (1, 3, 4): yes; (3, 2, 4), (-1, 3, 4), (1, NaN, 4) and (1, Inf, Inf): no.
 
-    One loop over neighbours (a NaN fails its comparison) and the sum: under the compiled build
-    this is about 1.6x faster than comparing the rates with their sorted copy, ~0.2 s of a
-    month's replay (two histograms a pod a tick).
+    One loop over neighbours (a NaN fails its comparison) that also sums the rates, left to
+    right from 0 as `sum` adds floats (so the same sum, finite or not): under the compiled build
+    this runs in C without a call, where `isfinite(sum(rates))` was two generic calls and a
+    boxed float; a month's replay checks two histograms a pod a tick.
     """
     prev = rates[0]
     if not 0.0 <= prev:
         return False
+    total = 0.0
     for x in rates:
         if not prev <= x:  # decreasing, or a NaN
             return False
         prev = x
-    return isfinite(sum(rates))
+        total += x
+    return total < inf  # every rate is >= 0 and not NaN here: finite, unless it is +Inf
 
 
 def layout_ok(bounds: tuple[float, ...]) -> bool:
     """Bucket bounds a histogram may have: some, strictly ascending, the last +Inf.
 
     Worked example: (1, 2, +Inf): yes; (2, 1, +Inf), (1, 2) and (): no.
+
+    A loop over neighbours (a NaN fails its comparison): compiled, a few ns a bound, where
+    `all(map(lt, bounds, bounds[1:]))` was a slice and a generic call a bound (a fifth of
+    `sum_slo_series`, twice a tick).
     """
-    return len(bounds) > 0 and bounds[-1] == inf and all(map(lt, bounds, bounds[1:]))
+    if not bounds or bounds[-1] != inf:
+        return False
+    prev = bounds[0]
+    for i in range(1, len(bounds)):
+        x = bounds[i]
+        if not prev < x:
+            return False
+        prev = x
+    return True
 
 
 def sum_slo_series(pods: tuple[ReadyPod, ...]) -> SloSeries | None:
@@ -85,7 +99,7 @@ def sum_slo_series(pods: tuple[ReadyPod, ...]) -> SloSeries | None:
         generation += g.value
         t1, t2, t3, t4 = p.timestamp, g.timestamp, a.timestamp, b.timestamp
         stamps += t1 + t2 + t3 + t4
-        oldest = min(oldest, t1, t2, t3, t4)
+        oldest = _oldest(oldest, t1, t2, t3, t4)
         ttfts.append(ra)
         tpots.append(rb)
     if not isfinite(stamps):  # a NaN or infinite time anywhere (`min` would skip a NaN)
@@ -96,10 +110,31 @@ def sum_slo_series(pods: tuple[ReadyPod, ...]) -> SloSeries | None:
     return SloSeries(pods, reading, oldest)
 
 
+def _oldest(a: float, b: float, c: float, d: float, e: float) -> float:
+    """`min(a, b, c, d, e)` for floats, as `min` compares (a later value replaces the least so
+    far only when it is less), in C when compiled instead of a call on five boxed floats.
+
+    Worked example: (inf, 990, 995, 980, 990): 980; (inf, NaN, 5, 5, 5): 5.
+    """
+    if b < a:
+        a = b
+    if c < a:
+        a = c
+    if d < a:
+        a = d
+    if e < a:
+        a = e
+    return a
+
+
 def histogram_sum(bounds: tuple[float, ...], rows: list[tuple[float, ...]]) -> HistogramSum:
-    """`HistogramSum` of rows of one layout; the count summed in row order (as `usable_histograms`
-    counts: the same float).
+    """`HistogramSum` of rows of one layout; the count summed in row order from 0.0, as
+    `usable_histograms` counts (the same float; a plain loop, which compiled needs no list and
+    no call of `sum`).
 
     Worked example: rows (1, 3, 4) and (2, 2, 2): count 6.
     """
-    return HistogramSum(bounds, tuple(rows), sum([r[-1] for r in rows]))
+    count = 0.0
+    for r in rows:
+        count += r[-1]
+    return HistogramSum(bounds, tuple(rows), count)

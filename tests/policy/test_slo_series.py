@@ -20,6 +20,7 @@ from autoscaler.policy import (
 )
 from autoscaler.policy.slo_capacity import read_slo
 from autoscaler.policy.slo_series import (
+    _oldest,
     histogram_sum,
     layout_ok,
     rates_ok,
@@ -91,6 +92,34 @@ def test_rates_ok_and_layout_ok_docstrings() -> None:
     for bad in ((2.0, 1.0, INF), (1.0, 2.0), ()):
         assert not layout_ok(bad), bad
     assert histogram_sum(LE, [(1.0, 3.0, 4.0), (2.0, 2.0, 2.0)]).count_per_second == 6.0
+    assert _oldest(INF, 990.0, 995.0, 980.0, 990.0) == 980.0
+    assert _oldest(INF, math.nan, 5.0, 5.0, 5.0) == 5.0
+
+
+@given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1.0, 2.0, INF])),
+                max_size=12))
+def test_layout_ok_is_the_pairwise_rule(bounds: list[float]) -> None:
+    """The loop `layout_ok` runs says what the pairwise comparison it replaced said (2026-12)."""
+    b = tuple(bounds)
+    assert layout_ok(b) == (len(b) > 0 and b[-1] == INF and all(x < y for x, y in zip(b, b[1:])))
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=5, max_size=5))
+def test_oldest_is_min(times: list[float]) -> None:
+    """`_oldest` gives what `min` gives, NaN and infinities included (the same object's value)."""
+    got, want = _oldest(*times), min(times)
+    assert got == want or (math.isnan(got) and math.isnan(want))
+
+
+@given(st.lists(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=0.0), min_size=1, max_size=4),
+                min_size=1, max_size=6))
+def test_histogram_sum_counts_as_usable_histograms(rows: list[list[float]]) -> None:
+    """The count is the last buckets added from 0.0 in row order, bit for bit: what
+    `usable_histograms` adds (`count += rates[-1]`), not `math.fsum`."""
+    count = 0.0
+    for r in rows:
+        count += r[-1]
+    assert histogram_sum(LE, [tuple(r) for r in rows]).count_per_second == count
 
 
 # --- decide() with and without the summary -------------------------------------------------------
