@@ -306,6 +306,7 @@ class SloSeries:
     oldest: float  # the oldest sample time among the pods' token rates and histograms
 
 
+@fast_init  # built once a tick (a month's replay: 172,800): six fields set at once
 @dataclass(frozen=True)
 class Observation:
     """Everything `decide()` knows about one target Deployment at one tick."""

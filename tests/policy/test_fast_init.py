@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.policy.types import Decision, DecisionValues, Reason, fast_init
+from autoscaler.policy.types import Decision, DecisionValues, MetricSample, ReadyPod, Reason, fast_init
 from autoscaler.replay.format import RecordedPod, Step
 from autoscaler.replay.open_loop import Tick
 
@@ -57,6 +57,21 @@ def test_replay_types_build_the_same_as_keyword_construction() -> None:
     assert Step(5.0, None).demand == {} and Step(5.0, None).pods == ()
     tick = Tick(100.0, 2, 3, 3, "scale_up_queue", None, 2, 4.0)
     assert dataclasses.replace(tick, desired=2).differs and not tick.differs
+
+
+def test_observation_builds_the_same_as_keyword_construction() -> None:
+    """`Observation` takes `fast_init` (built once a tick): positional, keyword and defaults
+    alike, every field in field order, still frozen."""
+    from autoscaler.policy import Observation
+
+    pods = (ReadyPod("a", MetricSample(1.0, 2.0), None, None),)
+    positional = Observation(3, pods, (), 4, True, None)
+    assert positional == Observation(spec_replicas=3, ready_pods=pods, free_gpus=4, rollout_in_progress=True)
+    assert list(vars(positional)) == list(Observation.__dataclass_fields__)
+    assert vars(Observation(1)) == {"spec_replicas": 1, "ready_pods": (), "pods_in_flight": (), "free_gpus": None,
+                                    "rollout_in_progress": False, "slo_series": None}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        positional.spec_replicas = 2  # type: ignore[misc]
 
 
 def test_refuses_what_it_cannot_build_the_same() -> None:
