@@ -125,14 +125,14 @@ def _node_provision_samples(
 ) -> tuple[list[str], tuple[tuple[float, float], ...]]:
     """(pods taken, their samples (now, created -> scheduled)): once scheduled, each pod that
     was seen waiting for a node."""
-    taken = set(recorded)
+    taken: set[str] = set()  # this tick's (not a copy of `recorded`: up to 500 names, for a few)
     names: list[str] = []
     samples: list[tuple[float, float]] = []
     startups = [(p.name, p.startup) for p in obs.pods_in_flight] + [
         (p.name, p.startup) for p in obs.ready_pods if p.startup is not None
     ]
     for name, startup in startups:
-        if startup is None or startup.scheduled_at is None or name not in seen or name in taken:
+        if startup is None or startup.scheduled_at is None or name not in seen or name in recorded or name in taken:
             continue
         wait = startup.scheduled_at - startup.created_at
         if 0.0 <= wait <= MAX_SAMPLE_SECONDS:
@@ -147,18 +147,18 @@ def _model_load_samples(
 ) -> tuple[list[str], tuple[tuple[float, float], ...]]:
     """(pods taken, their samples (now, scheduled -> ready)): each ready pod not taken before;
     one that became ready longer than the window ago is taken without a sample."""
-    taken = set(recorded)
+    taken: set[str] = set()  # this tick's (not a copy of `recorded`: up to 500 names, for a few)
     names: list[str] = []
     samples: list[tuple[float, float]] = []
     for ready in obs.ready_pods:
-        st = ready.startup
-        if st is None or st.scheduled_at is None or st.ready_at is None or ready.name in taken:
+        st, name = ready.startup, ready.name
+        if st is None or st.scheduled_at is None or st.ready_at is None or name in recorded or name in taken:
             continue
         load = st.ready_at - st.scheduled_at
         if 0.0 <= load <= MAX_SAMPLE_SECONDS and now - st.ready_at < params.lead_time_window_seconds:
             samples.append((now, load))
-        taken.add(ready.name)
-        names.append(ready.name)
+        taken.add(name)
+        names.append(name)
     return names, tuple(samples)
 
 
