@@ -92,14 +92,14 @@ def decide(
         state.scale_up_events, state.scale_down_events, current, limited.replicas, now, policy
     )
     values = decision_values(observation, health, sizing, lead, flight, rec, stab, planned, policy)
-    return decision(current, rec, stab, limited, sizing, values), PolicyState(
-        recommendations=stab.recommendations,
-        scale_up_events=ups,
-        scale_down_events=downs,
-        load_history=sizing.load_history,
-        arrival_history=sizing.arrival_history,
-        throughput_history=sizing.throughput_history,
-        planned_replicas=planned,
-        lead=lead_state,
-        slo=sizing.slo_state if sizing.slo_state is not None else state.slo,
+    return decision(current, rec, stab, limited, sizing, values), PolicyState(  # positional, in field order
+        stab.recommendations,  # recommendations
+        ups,  # scale_up_events
+        downs,  # scale_down_events
+        sizing.load_history,
+        sizing.throughput_history,
+        sizing.arrival_history,
+        planned,  # planned_replicas
+        lead_state,  # lead
+        sizing.slo_state if sizing.slo_state is not None else state.slo,  # slo
     )

@@ -268,19 +268,19 @@ def compute_demand(
         batch = sum([runs[i] for i in saturated]) / len(saturated)
         above_target = len([w for w in waits if w > target_waiting_per_replica]) * scale
         queue = min(batch_queue_replicas(waiting, running, batch, target_waiting_per_replica), ready + above_target)
-    return Demand(
-        waiting_total=waiting,
-        running_total=running,
-        kv_usage_total=kv,
-        saturated_pods=round(len(saturated) * scale),
-        completed_per_second=completed_per_second,
-        arrivals_per_second=arrivals,
-        replica_throughput_per_second=mu,
-        queue_model=model,
-        queue_replicas=queue,
-        kv_replicas=kv_replicas(kv, target_kv_cache_usage_ratio),
-        batch_replicas=batch_replicas(running, target_running_per_replica, ready, max_batch_growth_ratio),
-        window_completed_per_second=window_completed_per_second if arrivals is not None else None,
+    return Demand(  # positional, in field order: from compiled code half the cost of keywords (~0.4 us)
+        waiting,  # waiting_total
+        running,  # running_total
+        kv,  # kv_usage_total
+        round(len(saturated) * scale),  # saturated_pods
+        completed_per_second,
+        arrivals,  # arrivals_per_second
+        mu,  # replica_throughput_per_second
+        model,  # queue_model
+        queue,  # queue_replicas
+        kv_replicas(kv, target_kv_cache_usage_ratio),
+        batch_replicas(running, target_running_per_replica, ready, max_batch_growth_ratio),
+        window_completed_per_second if arrivals is not None else None,
     )
 
 

@@ -76,8 +76,8 @@ def forecast(
     is 5 * 100 / 50 = 10 replicas.
     """
     if len(history) < params.forecast_min_samples or load_now <= 0:
-        return Forecast(slope_per_second=0.0, load=load_now, replicas=demand_replicas)
+        return Forecast(0.0, load_now, demand_replicas)  # slope, load, replicas
     slope = trend(history)
     projected = load_now + max(0.0, slope) * lead_time_seconds
     projected = min(projected, load_now * params.forecast_max_growth_ratio)
-    return Forecast(slope_per_second=slope, load=projected, replicas=demand_replicas * projected / load_now)
+    return Forecast(slope, projected, demand_replicas * projected / load_now)

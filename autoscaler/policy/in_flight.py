@@ -54,7 +54,7 @@ def assess_in_flight(pods: tuple[PodInFlight, ...], lead: LeadTimeEstimate, now:
     late, more than its 240 s expected startup: overdue, not counted.
     """
     if not pods:  # the usual tick
-        return InFlight(counted=0, overdue=0, by_stage={}, latest_eta_seconds=0.0)
+        return InFlight(0, 0, {}, 0.0)  # counted, overdue, by stage, latest ETA
     counted = 0
     overdue = 0
     by_stage: dict[str, int] = {}
@@ -68,7 +68,7 @@ def assess_in_flight(pods: tuple[PodInFlight, ...], lead: LeadTimeEstimate, now:
             continue
         counted += 1
         latest = max(latest, eta - now)
-    return InFlight(counted=counted, overdue=overdue, by_stage=by_stage, latest_eta_seconds=max(0.0, latest))
+    return InFlight(counted, overdue, by_stage, max(0.0, latest))
 
 
 def cap_for_in_flight(

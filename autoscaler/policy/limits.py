@@ -125,7 +125,7 @@ def apply_limits(
         result, clamp = upper, upper_clamp
     elif result < lower:
         result, clamp = lower, Clamp.MIN_REPLICAS
-    return Limited(replicas=result, clamp=clamp)
+    return Limited(result, clamp)
 
 
 def record_event(

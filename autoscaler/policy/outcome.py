@@ -27,12 +27,12 @@ def decision(
     current: int, rec: Recommendation, stab: Stabilized, limited: Limited, sizing: Sizing, values: DecisionValues
 ) -> Decision:
     """The decision of the tick: the limited replicas (step 7), with why and the values."""
-    return Decision(
-        desired_replicas=limited.replicas,
-        current_replicas=current,
-        reason=reason(current, limited, stab.replicas, rec, sizing),
-        clamp=clamp(limited, stab.replicas, rec),
-        values=values,
+    return Decision(  # positional: desired, current, reason, clamp, values (cheaper than keywords)
+        limited.replicas,
+        current,
+        reason(current, limited, stab.replicas, rec, sizing),
+        clamp(limited, stab.replicas, rec),
+        values,
     )
 
 

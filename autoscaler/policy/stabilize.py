@@ -59,4 +59,4 @@ def stabilize(
         kept = kept.record_peak(now, recommendation)
     else:
         kept = kept.record(now, recommendation)
-    return Stabilized(replicas=stabilized, recommendations=kept, down_window_seconds=down_window)
+    return Stabilized(stabilized, kept, down_window)
