@@ -15,7 +15,9 @@ one lead time at one sd: at 0.99, headroom exp(2.33 x 0.15) = 1.42): a history o
 about two lead times says too little about a jump the next lead time may bring (on the bursty
 tuning hour the first 20 minutes grew at most x1.25 over a lead time, the next minute x1.47), so
 a new fleet assumes bursty traffic until its samples are many. It costs smooth traffic those
-first minutes (docs/slo-policy.md).
+first minutes (docs/slo-policy.md). The floor waits while the latency has slack (the SLO met
+within half its bounds, `slo_capacity.with_slack`): such a fleet carries headroom of its own (a
+fleet moved over from a larger static one, say), which a floor would double.
 
 O(1) a tick: a reading (and a growth sample) is taken when the newest is at least H / 16 old,
 and of the readings at least H old only the newest is kept, so the history holds at most about
@@ -107,16 +109,17 @@ def normal_quantile(q: float) -> float:
     return NormalDist().inv_cdf(q)
 
 
-def headroom_ratio(state: SloState, attainment_target: float, max_ratio: float) -> float:
+def headroom_ratio(state: SloState, attainment_target: float, max_ratio: float, cold_floor: bool = True) -> float:
     """exp(max(0, mean + z_q x sd)), at most `max_ratio`; sd at least `COLD_START_SD` until
-    `MIN_SAMPLES` samples.
+    `MIN_SAMPLES` samples when `cold_floor` (False while the latency has slack).
 
     Worked example: target 0.99 (z = 2.326), mean 0.05, variance 0.01 (sd 0.1), 50 samples:
     exp(0.05 + 0.2326) = 1.327. With 3 samples the sd is 0.15: exp(0.399) = 1.49. A mean of
-    -0.5: exp(max(0, -0.27)) = 1. Variance 1: exp(2.38) capped to 2.
+    -0.5: exp(max(0, -0.27)) = 1. Variance 1: exp(2.38) capped to 2. With 3 samples and no
+    floor (slack): 1.327.
     """
     sd = math.sqrt(state.growth_variance)
-    if state.growth_samples < MIN_SAMPLES:
+    if cold_floor and state.growth_samples < MIN_SAMPLES:
         sd = max(sd, COLD_START_SD)
     z = normal_quantile(attainment_target)
     return min(max_ratio, math.exp(max(0.0, state.growth_mean + z * sd)))

@@ -105,6 +105,7 @@ class SloSignal:
     partial: bool
     demand_units: float  # token demand in cold-start replicas (the headroom's reading)
     state: SloState  # after this tick's learning, before the headroom's reading
+    slack: bool = False  # met with slack at this load (`with_slack`): the headroom's cold floor waits
 
 
 def usable_histograms(
@@ -436,11 +437,12 @@ def assess_slo(
         return SloSignal(0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
                          bound, a_ttft, a_tpot, None, False, True, 0.0, state)
     load = (p / served, g / served)
-    infeasible = False
+    infeasible = slack = False
     if all_healthy and not reading.partial:
         u = utilisation(load, capacity)
-        verdict = judge(reading, bound, slo, (a_ttft, a_tpot), minimum, u)
-        sized = u * headroom_ratio(state, slo.attainment_target, policy.headroom_max_ratio)
+        slack = with_slack(reading, bound, slo, (a_ttft, a_tpot), minimum)
+        verdict = judge((a_ttft, a_tpot), slo.attainment_target, u, slack)
+        sized = u * headroom_ratio(state, slo.attainment_target, policy.headroom_max_ratio, not slack)
         step, doublings = policy.capacity_learning_max_step_ratio, state.probe_doublings
         new, infeasible, probed = learn_capacity(capacity, load, *verdict, demand.saturated_pods > 0, step, sized,
                                                  probe_ratio(doublings, step))
@@ -453,7 +455,7 @@ def assess_slo(
     base = utilisation((p * scale, g * scale), capacity)
     return SloSignal(base, p, g, capacity, state.capacity_prompt_tokens_per_second is not None, bound,
                      a_ttft, a_tpot, utilisation(load, capacity), infeasible, reading.partial,
-                     demand_units(p * scale, g * scale, cold), state)
+                     demand_units(p * scale, g * scale, cold), state, slack)
 
 
 def current_capacity(state: SloState, cold: tuple[float, float]) -> tuple[float, float]:
@@ -463,33 +465,49 @@ def current_capacity(state: SloState, cold: tuple[float, float]) -> tuple[float,
 
 
 def judge(
-    reading: SloReading, bound: float, slo: SloParams, attained: tuple[float | None, float | None],
-    minimum: float, u: float,
+    attained: tuple[float | None, float | None], target: float, u: float, slack: bool
 ) -> tuple[bool | None, bool | None, bool]:
-    """(TTFT met, TPOT met, met with slack): met = attainment >= target (None: unknown); slack
-    (looked at only where it matters: nothing broken and 0.5 <= u <= 1) = every known one
-    meets the target within `SLACK_RATIO` of its bound.
+    """(TTFT met, TPOT met, met with slack where learning looks at it): met = attainment >=
+    target (None: unknown); the slack (`with_slack`) counts only at 0.5 <= u <= 1.
 
-    Worked example: target 0.99, attainments 0.995 and None, u 0.8, TTFT attainment within
-    half the bound 0.97: (True, None, False).
+    Worked example: target 0.99, attainments 0.995 and None, u 0.8, no slack: (True, None,
+    False); with slack: (True, None, True); with slack at u 0.3: (True, None, False);
+    attainment 0.9: (False, None, False).
     """
-    target = slo.attainment_target
     ttft_met = None if attained[0] is None else attained[0] >= target
     tpot_met = None if attained[1] is None else attained[1] >= target
-    if ttft_met is False or tpot_met is False or not LOW_LOAD_UTILISATION <= u <= 1.0:
-        return ttft_met, tpot_met, False
-    slack = True
-    for met, hists, count, limit in ((ttft_met, reading.ttft, reading.ttft_count, bound),
-                                     (tpot_met, reading.tpot, reading.tpot_count, slo.tpot_seconds)):
-        if met is not None:
-            tight = attainment(hists, count, limit * SLACK_RATIO, minimum)
-            slack = slack and tight is not None and tight >= target
-    return ttft_met, tpot_met, slack
+    return ttft_met, tpot_met, slack and LOW_LOAD_UTILISATION <= u <= 1.0
+
+
+def with_slack(
+    reading: SloReading, bound: float, slo: SloParams, attained: tuple[float | None, float | None], minimum: float
+) -> bool:
+    """Met with slack, at any load: at least one latency known, and every known one meets the
+    target within `SLACK_RATIO` of its bound (so none is broken).
+
+    Worked example: target 0.99, TTFT bound 2 s, attainment 0.995, within 1 s 0.97: False;
+    0.999 and 0.995 within 1 s: True; and TPOT broken (0.9): False; nothing known: False.
+    """
+    target = slo.attainment_target
+    known = False
+    for a, hists, count, limit in ((attained[0], reading.ttft, reading.ttft_count, bound),
+                                   (attained[1], reading.tpot, reading.tpot_count, slo.tpot_seconds)):
+        if a is None:
+            continue
+        if a < target:
+            return False
+        tight = attainment(hists, count, limit * SLACK_RATIO, minimum)
+        if tight is None or tight < target:
+            return False
+        known = True
+    return known
 
 
 def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> tuple[float, SloState]:
     """(the headroom ratio for the lead time (`headroom`), the state with its reading kept):
-    the SLO replicas are `base_replicas` x the ratio. Without token rates: (1, the state).
+    the SLO replicas are `base_replicas` x the ratio. Without token rates: (1, the state). The
+    cold-start floor waits while the latency has slack (`SloSignal.slack`): such a fleet carries
+    headroom of its own, which a floor on an estimate the jump set to the load would double.
 
     Worked example: base 0.9 replicas, headroom state of 50 samples with mean 0.05 and
     variance 0.01, target 0.99: ratio 1.327, replicas 1.19.
@@ -497,4 +515,4 @@ def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, n
     if signal.prompt_tokens_per_second is None:
         return 1.0, signal.state
     state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
-    return headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio), state
+    return headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio, not signal.slack), state

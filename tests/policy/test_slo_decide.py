@@ -76,14 +76,14 @@ def test_slo_met_above_capacity_grows_it_to_the_load_at_once() -> None:
     # and no queue: the replicas carried that load within the SLO, so the capacity is at least
     # the load: both x u = 2, (30,000, 6,000), at once (not 1.1 a tick, which ordered 5.16 -> 6
     # replicas on a capacity the same tick had disproved); u = 0.6 + 0.4 = 1; SLO replicas
-    # 2 x 1 x 1.418 = 2.84 -> 3
+    # 2 x 1 x 1.418 (a bursty history's headroom) = 2.84 -> 3
     ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT) for i in range(2))
-    d, state = run(obs(2, ready, free_gpus=8))
+    d, state = run(obs(2, ready, free_gpus=8), BURSTY)
     assert (d.desired_replicas, d.reason) == (3, Reason.SCALE_UP_SLO)
     assert (d.values.capacity_prompt_tokens_per_second, d.values.capacity_generation_tokens_per_second) == (
         pytest.approx(30_000.0), pytest.approx(6_000.0))
     assert d.values.slo_utilisation == pytest.approx(1.0)
-    assert d.values.slo_replicas == pytest.approx(2 * COLD_HEADROOM)
+    assert d.values.slo_replicas == pytest.approx(2 * HEADROOM)
     # the next tick starts from the learned capacity: met with slack at u = 1: the probe, x1.002
     d2, _ = decide(H100, obs(2, ready, free_gpus=8), state, NOW + 15)
     assert d2.values.capacity_prompt_tokens_per_second == pytest.approx(30_060.0)
@@ -327,6 +327,26 @@ def test_length_aware_ttft_bound() -> None:
     d, _ = run(obs(2, ready, free_gpus=8), params=p)
     assert d.values.slo_ttft_seconds == pytest.approx(2.45)
     assert d.values.ttft_attainment == pytest.approx(0.79)
+
+
+def test_the_cold_floor_waits_while_the_latency_has_slack() -> None:
+    # A fleet moved over from a static one, larger than it needs: 2 pods at 18,000 prompt and
+    # 2,400 generated tokens/s, u = 1.2 + 0.8 = 2 on the cold start (15,000, 3,000), every TTFT
+    # within 1 s and TPOT within 50 ms (half the bounds): met with slack, so the estimate jumps to
+    # the load (u = 1) and the cold floor waits: headroom 1, SLO replicas 2 x 1 = 2, a hold.
+    ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT) for i in range(2))
+    d, _ = run(obs(2, ready, free_gpus=8))
+    assert d.values.headroom_ratio == pytest.approx(1.0)
+    assert d.values.slo_replicas == pytest.approx(2.0)
+    assert d.desired_replicas == 2
+    # Met, but without slack (TTFT: 9.95 of 10 requests within 2 s, 9.7 within 1 s; the
+    # target share within half the 2 s bound is not reached): the fleet may be at its limit, so
+    # the floor applies: 2 x 1 x 1.418 = 2.84 -> 3 (scale_up_slo).
+    tight = hist((1.0, 2.0, INF), (9.7, 9.95, 10.0), NOW)
+    ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, tight, FAST_TPOT) for i in range(2))
+    d, _ = run(obs(2, ready, free_gpus=8))
+    assert d.values.headroom_ratio == pytest.approx(COLD_HEADROOM)
+    assert (d.desired_replicas, d.reason) == (3, Reason.SCALE_UP_SLO)
 
 
 def test_no_scale_down_while_the_slo_is_broken() -> None:

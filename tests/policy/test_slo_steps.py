@@ -39,6 +39,7 @@ from autoscaler.policy.slo_capacity import (
     attainment,
     demand_scale,
     judge,
+    with_slack,
     learn_capacity,
     mean_prompt_tokens,
     probe_ratio,
@@ -307,15 +308,27 @@ def test_starting_state() -> None:
 
 
 def test_judge() -> None:
-    # docstring: target 0.99, attainments 0.995 and None, u 0.8, within half the bound 0.97
+    # docstring: target 0.99, attainments 0.995 and None, u 0.8
+    assert judge((0.995, None), 0.99, 0.8, False) == (True, None, False)
+    assert judge((0.995, None), 0.99, 0.8, True) == (True, None, True)
+    assert judge((0.995, None), 0.99, 0.3, True) == (True, None, False)  # slack only from half load
+    assert judge((0.995, None), 0.99, 1.2, True) == (True, None, False)  # nor above the estimate
+    assert judge((0.9, None), 0.99, 0.8, False) == (False, None, False)
+    assert judge((None, 0.99), 0.99, 0.8, False) == (None, True, False)
+
+
+def test_with_slack() -> None:
+    # docstring: target 0.99, TTFT bound 2 s (slack within 1 s)
     ttft = hist((1.0, 2.0, INF), (97.0, 99.5, 100.0), NOW)  # within 1 s: 0.97; within 2 s: 0.995
     r = SloReading(1.0, 1.0, (ttft,), (), 100.0, 0.0, 1, False, 1)
-    assert judge(r, 2.0, SloParams(), (0.995, None), 1.0, 0.8) == (True, None, False)
-    fast = hist((1.0, 2.0, INF), (99.5, 99.9, 100.0), NOW)
+    assert with_slack(r, 2.0, SloParams(), (0.995, None), 1.0) is False
+    fast = hist((1.0, 2.0, INF), (99.5, 99.9, 100.0), NOW)  # within 1 s: 0.995
     r = SloReading(1.0, 1.0, (fast,), (), 100.0, 0.0, 1, False, 1)
-    assert judge(r, 2.0, SloParams(), (0.999, None), 1.0, 0.8) == (True, None, True)
-    assert judge(r, 2.0, SloParams(), (0.999, None), 1.0, 0.3)[2] is False  # slack only from half load
-    assert judge(r, 2.0, SloParams(), (0.9, None), 1.0, 0.8) == (False, None, False)
+    assert with_slack(r, 2.0, SloParams(), (0.999, None), 1.0) is True
+    assert with_slack(r, 2.0, SloParams(), (0.999, 0.9), 1.0) is False  # TPOT broken
+    assert with_slack(r, 2.0, SloParams(), (None, None), 1.0) is False  # nothing known
+    # a known attainment whose histogram has too few requests to judge the tighter bound: no slack
+    assert with_slack(r, 2.0, SloParams(), (0.999, None), 1_000.0) is False
 
 
 def test_assess_slo_docstring_example() -> None:
@@ -387,18 +400,21 @@ def test_update_moments() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mean", "variance", "samples", "expected"),
+    ("mean", "variance", "samples", "cold_floor", "expected"),
     [
-        (0.05, 0.01, 50, math.exp(0.05 + 2.3263478740408408 * 0.1)),  # docstring: 1.327
-        (0.05, 0.01, 3, math.exp(0.05 + 2.3263478740408408 * COLD_START_SD)),  # docstring: 1.49
-        (-0.5, 0.01, 50, 1.0),  # docstring: a falling demand needs no headroom
-        (0.0, 1.0, 50, 2.0),  # docstring: capped
-        (0.0, 0.0, 50, 1.0),  # smooth traffic: none
+        (0.05, 0.01, 50, True, math.exp(0.05 + 2.3263478740408408 * 0.1)),  # docstring: 1.327
+        (0.05, 0.01, 3, True, math.exp(0.05 + 2.3263478740408408 * COLD_START_SD)),  # docstring: 1.49
+        (0.05, 0.01, 3, False, math.exp(0.05 + 2.3263478740408408 * 0.1)),  # docstring: slack, no floor: 1.327
+        (0.0, 0.0, 0, True, math.exp(2.3263478740408408 * COLD_START_SD)),  # no sample yet: 1.418
+        (0.0, 0.0, 0, False, 1.0),  # no sample yet, slack: 1
+        (-0.5, 0.01, 50, True, 1.0),  # docstring: a falling demand needs no headroom
+        (0.0, 1.0, 50, True, 2.0),  # docstring: capped
+        (0.0, 0.0, 50, True, 1.0),  # smooth traffic: none
     ],
 )
-def test_headroom_ratio(mean: float, variance: float, samples: int, expected: float) -> None:
+def test_headroom_ratio(mean: float, variance: float, samples: int, cold_floor: bool, expected: float) -> None:
     s = SloState(growth_mean=mean, growth_variance=variance, growth_samples=samples)
-    assert headroom_ratio(s, 0.99, 2.0) == pytest.approx(expected)
+    assert headroom_ratio(s, 0.99, 2.0, cold_floor) == pytest.approx(expected)
 
 
 def test_normal_quantile() -> None:
