@@ -405,6 +405,7 @@ class DecisionValues:
     capacity_learned: bool = False
     slo_utilisation: float | None = None  # p / Cp + g / Cg of one replica
     slo_infeasible_at_low_load: bool = False  # the SLO broke well below capacity: not learned from
+    slo_slack: bool = False  # met within half the bounds: the headroom's cold-start floor waits
     headroom_ratio: float = 1.0
     slo_replicas: float = 0.0
     bound_signal: str = "none"  # which signal set the replicas asked for: queue, kv_cache, batch, slo, forecast, none

@@ -336,6 +336,7 @@ def test_the_cold_floor_waits_while_the_latency_has_slack() -> None:
     # the load (u = 1) and the cold floor waits: headroom 1, SLO replicas 2 x 1 = 2, a hold.
     ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, FAST_TTFT, FAST_TPOT) for i in range(2))
     d, _ = run(obs(2, ready, free_gpus=8))
+    assert d.values.slo_slack is True
     assert d.values.headroom_ratio == pytest.approx(1.0)
     assert d.values.slo_replicas == pytest.approx(2.0)
     assert d.desired_replicas == 2
@@ -345,6 +346,7 @@ def test_the_cold_floor_waits_while_the_latency_has_slack() -> None:
     tight = hist((1.0, 2.0, INF), (9.7, 9.95, 10.0), NOW)
     ready = tuple(slo_pod(f"p{i}", NOW, 18_000.0, 2_400.0, tight, FAST_TPOT) for i in range(2))
     d, _ = run(obs(2, ready, free_gpus=8))
+    assert d.values.slo_slack is False
     assert d.values.headroom_ratio == pytest.approx(COLD_HEADROOM)
     assert (d.desired_replicas, d.reason) == (3, Reason.SCALE_UP_SLO)
 
