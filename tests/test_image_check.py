@@ -105,6 +105,14 @@ def test_dockerignore_as_docker_reads_it() -> None:
     assert [p for p in dropped if not tool.ignored(p, patterns)] == []
 
 
+def test_instructions_join_continuations_and_drop_comments() -> None:
+    # a parser directive, a comment inside a continued RUN, a lower-case keyword: what Docker reads
+    text = "# syntax=docker/dockerfile:1\nFROM python:3.11 AS build\n# a comment\nRUN pip wheel \\\n" \
+           "    # inside the RUN\n    -w /wheels .\nenv A=1\n"
+    assert tool.instructions(text) == [
+        ("FROM", "python:3.11 AS build"), ("RUN", "pip wheel     -w /wheels ."), ("ENV", "A=1")]
+
+
 def test_the_real_dockerfile_is_one_it_can_run(tmp_path: Path) -> None:
     """Every RUN of the Dockerfile names only paths the tool moves under its root, every COPY a
     file of the build context; and the wheel it checks is the one the build stage writes."""

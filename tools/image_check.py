@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import io
 import os
 import re
 import shutil
@@ -35,6 +36,8 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dockerfile_parse import DockerfileParser  # type: ignore[import-untyped]
 
 REPO = Path(__file__).resolve().parent.parent
 # Where the image's steps write: moved under the scratch root. Any other absolute path in a step
@@ -56,13 +59,10 @@ class Stage:
 
 
 def instructions(dockerfile: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of each line, `\\` continuations joined, comments dropped."""
-    out = []
-    for line in re.sub(r"\\\n", "", re.sub(r"^\s*#.*\n", "", dockerfile, flags=re.M)).splitlines():
-        if line.strip():
-            keyword, _, rest = line.strip().partition(" ")
-            out.append((keyword.upper(), rest.strip()))
-    return out
+    """(INSTRUCTION, arguments) of each instruction, as dockerfile-parse reads them (continuations
+    joined, comments and parser directives dropped)."""
+    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile.encode()))
+    return [(d["instruction"], d["value"]) for d in parser.structure if d["instruction"] != "COMMENT"]
 
 
 def ignored(path: str, patterns: list[str]) -> bool:
