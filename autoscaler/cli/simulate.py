@@ -87,6 +87,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     fmt, json_out = resolve_output_file(output, output_file, json_alias)
     outs = Outputs(fmt, json_out, md_out, plot_out, not no_progress)
     require_extra("numpy", "sim", "autoscaler simulate")
+    require_extra("highspy", "sim", "autoscaler simulate")  # the sweep's lead-time bound (sim/lead_bound.py)
     if plot_out:
         require_extra("matplotlib", "sim", "--plot")
     from autoscaler.sim.experiment import Scenario, known_policies, known_policy, prepared_for

@@ -1,6 +1,8 @@
 """A provable lower bound on the GPU-hours any autoscaler needs to reach an SLO attainment.
 
-The fluid window bound. Notation: a slice [0, T] of N requests (every request of the slice,
+The fluid window bound. It ignores what new capacity costs before it serves; each seed's
+published bound (`experiment.bound_of`) is the larger of this one and the lead-time bound
+(`autoscaler.sim.lead_bound`), which charges model load, node provisioning and the node tail. Notation: a slice [0, T] of N requests (every request of the slice,
 failed ones included); request i arrives at a_i with n_in prompt and n_out output tokens.
 
 Facts it rests on (each is a property of the simulated system, not an assumption about a policy):

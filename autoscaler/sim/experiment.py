@@ -23,7 +23,9 @@ import numpy.typing as npt
 
 from autoscaler.baselines.interface import Policy
 from autoscaler.sim import policies as registry
-from autoscaler.sim.bound import attainment_grid, seed_bound
+from autoscaler.sim import lead_bound
+from autoscaler.sim.bound import attainment_grid, deadlines, seed_bound
+from autoscaler.sim.startup import least_load_s, least_provision_s
 from autoscaler.sim.executor import make_executor
 from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, work_per_bin
 from autoscaler.policy.capacity_table import CAPACITY_TABLE
@@ -516,15 +518,36 @@ def bound_job(sc: Scenario, seed: int) -> list[float]:
     return [float(x) for x in bound_of(prep)]
 
 
-def bound_of(prep: Prepared) -> npt.NDArray[np.float64]:
+def bound_of(prep: Prepared, lead_time: bool = True) -> npt.NDArray[np.float64]:
+    """One seed's lower bound on node GPU-hours at every attainment of `bound.attainment_grid()`:
+    the larger of the fluid window bound (`bound.seed_bound`) and the lead-time bound
+    (`lead_bound`; `lead_time=False` leaves it out, for comparison)."""
     chunks = list(prep.trace.chunks())
     arrival = np.concatenate([c.arrival for c in chunks]) if chunks else np.zeros(0)
     n_in = np.concatenate([c.n_in for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     n_out = np.concatenate([c.n_out for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
     p = prep.profile
     ttft = prep.scenario.slo.simulator_slo().ttft_bound_s(n_in, p.idle_ttft_s)
-    return seed_bound(arrival, n_out, p.work_lower_bound_s(n_in, n_out), ttft, prep.scenario.slo.tpot_s,
-                      prep.trace.duration, prep.scenario.min_replicas, p.gpus_per_replica, tick_s=prep.scenario.dt)
+    work = p.work_lower_bound_s(n_in, n_out)
+    fluid = seed_bound(arrival, n_out, work, ttft, prep.scenario.slo.tpot_s, prep.trace.duration,
+                       prep.scenario.min_replicas, p.gpus_per_replica, tick_s=prep.scenario.dt)
+    if arrival.size == 0 or not lead_time:
+        return fluid
+    windows = lead_bound.Windows.of(prep.trace.duration, prep.scenario.dt)
+    pieces = lead_bound.pieces(arrival, arrival + ttft, deadlines(arrival, n_out, ttft, prep.scenario.slo.tpot_s),
+                               p.prefill_s(n_in.astype(np.float64)), work, windows, prep.trace.duration)
+    prog = lead_bound.program(pieces, windows, lifecycle_of(prep))
+    out: npt.NDArray[np.float64] = np.maximum(fluid, lead_bound.curve(prog, arrival.size, attainment_grid()))
+    return out
+
+
+def lifecycle_of(prep: Prepared) -> lead_bound.Lifecycle:
+    """What a new pod and node cost before serving in this scenario's cluster (the lead-time
+    bound's facts 3-5)."""
+    p, mode = prep.profile, prep.cfg.startup
+    return lead_bound.Lifecycle(load_min_s=least_load_s(p, mode), provision_min_s=least_provision_s(p, mode),
+                                idle_remove_s=p.node_idle_remove_s, pods_per_node=p.gpus_per_node // p.gpus_per_replica,
+                                gpus_per_node=p.gpus_per_node, min_replicas=prep.scenario.min_replicas)
 
 
 def sweep_jobs(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence[int]) -> list[Job]:

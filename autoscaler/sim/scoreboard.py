@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.table import Table
 
+from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.bound import LowerBound, combine
 from autoscaler.sim.experiment import Outcome, Protocol, Scenario, SweepOutput
 from autoscaler.sim.frontier import cost_at_with_ci, mean_ci
+from autoscaler.sim.plot import plot_frontier
 from autoscaler.sim.runner import RunResult
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -186,3 +190,14 @@ def winners_line(doc: dict[str, Any], ours: str = "queue-lead") -> str:
     if not parts:
         return f"No baseline is cheaper than {ours} at any target (means)."
     return f"Baselines cheaper than {ours} (means; check the intervals): " + "; ".join(parts) + "."
+
+
+def publish(doc: dict[str, Any], path: Path) -> None:
+    """Write a sweep document where results are published: `path` (JSON), its .md
+    (`sweep_markdown`) and its .png (`plot.plot_frontier`), each replaced atomically."""
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
+    with atomic_path(path.with_suffix(".md")) as tmp:
+        Path(tmp).write_text(sweep_markdown(doc))
+    with atomic_path(path.with_suffix(".png")) as tmp:
+        plot_frontier(doc, tmp)

@@ -137,3 +137,19 @@ class StartupTimes:
         if self.mode == "fixed":
             return self.p.node_provision_s
         return float(node_provision_s(self.p, np.array([self._node_rng.random()]))[0])
+
+
+def least_load_s(profile: Profile, mode: StartupMode) -> float:
+    """The shortest model load any pod of a run can draw: u = 0 (75.7 s for Qwen3-8B/H100),
+    or the profile's number when start-up is fixed. The lead-time bound's `load_min_s`."""
+    if mode == "fixed":
+        return profile.model_load_s
+    return float(model_load_s(profile, np.array([0.0]))[0])
+
+
+def least_provision_s(profile: Profile, mode: StartupMode) -> float:
+    """The shortest node provisioning any node of a run can draw (180 s for 300 s), or the
+    profile's number when start-up is fixed."""
+    if mode == "fixed":
+        return profile.node_provision_s
+    return float(node_provision_s(profile, np.array([0.0]))[0])

@@ -31,9 +31,7 @@ from typing import Any
 
 import yaml
 
-from autoscaler.config.atomic import atomic_path
-from autoscaler.sim.plot import plot_frontier
-from autoscaler.sim.scoreboard import sweep_markdown
+from autoscaler.sim.scoreboard import publish
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "simulations" / "results"
@@ -122,12 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, KeyError, subprocess.CalledProcessError) as exc:
         print(f"replace_policy: {args.scenario}: {exc}", file=sys.stderr)
         return 2
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
-    with atomic_path(path.with_suffix(".md")) as tmp:
-        Path(tmp).write_text(sweep_markdown(doc))
-    with atomic_path(path.with_suffix(".png")) as tmp:
-        plot_frontier(doc, tmp)
+    publish(doc, path)
     print(f"replace_policy: {args.policy} re-run in {path.name}", file=sys.stderr)
     return 0
 

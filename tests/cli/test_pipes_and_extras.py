@@ -50,6 +50,7 @@ def test_columns_still_sets_the_width(tmp_path: Path) -> None:
 
 NO_NUMPY = "import sys; sys.modules['numpy'] = None"
 NO_MATPLOTLIB = "import sys; sys.modules['matplotlib'] = None"
+NO_HIGHSPY = "import sys; sys.modules['highspy'] = None"
 SIM_EXTRA = "pip install 'vllm-queue-autoscaler[sim]'"
 REPLAY_EXTRA = "pip install 'vllm-queue-autoscaler[replay]'"
 
@@ -57,10 +58,11 @@ REPLAY_EXTRA = "pip install 'vllm-queue-autoscaler[replay]'"
 @pytest.mark.parametrize(("prelude", "args", "says"), [
     (NO_NUMPY, ("simulate", "--trace", TRACE, "--duration", "60", "--output-file", "out.json"), SIM_EXTRA),
     (NO_MATPLOTLIB, ("simulate", "--trace", TRACE, "--duration", "60", "--plot", "out.png"), SIM_EXTRA),
+    (NO_HIGHSPY, ("simulate", "--trace", TRACE, "--duration", "60", "--output-file", "out.json"), SIM_EXTRA),
     (NO_MATPLOTLIB, ("replay", "--metrics", RECORDING, "--config", "hpa-queue", "--plot", "out.png"), REPLAY_EXTRA),
     (NO_NUMPY, ("replay", "--metrics", RECORDING, "--config", "hpa-queue", "--closed-loop", "hpa-queue"),
      REPLAY_EXTRA),
-], ids=["simulate-numpy", "simulate-plot", "replay-plot", "replay-closed-loop"])
+], ids=["simulate-numpy", "simulate-plot", "simulate-highspy", "replay-plot", "replay-closed-loop"])
 def test_a_missing_extra_is_one_line_naming_it(prelude: str, args: tuple[str, ...], says: str, tmp_path: Path) -> None:
     result = cli(*args, prelude=prelude, cwd=tmp_path)
     assert result.returncode == 2, result.stderr

@@ -149,6 +149,30 @@ def test_replace_policy_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.C
     assert err.count("\n") == 1 and "no-such-scenario: no published sweep" in err
 
 
+def test_replace_bound_puts_the_combined_bound_in_place_and_leaves_the_policies() -> None:
+    import numpy as np
+
+    from autoscaler.sim.bound import attainment_grid
+
+    tool = _tool("replace_bound")
+    grid = attainment_grid()
+    base = {"slo": {"attainment_targets": [0.9, 0.99]}, "lower_bound": {"cost_at": {"0.9": 1.0, "0.99": 2.0}},
+            "meta": {"trace": "t"}, "policies": {"keda": {"cost_at": {"0.99": 9.0}}}}
+    # two seeds, each bound linear in the attainment: 10 a and 12 a; the combined bound is the lower
+    doc = tool.with_bound(base, [(10.0 * grid).tolist(), (12.0 * grid).tolist()])
+    assert doc["lower_bound"]["cost_at"] == pytest.approx({"0.9": 9.0, "0.99": 9.9}, abs=0.01)
+    assert doc["policies"] == base["policies"] and doc["meta"]["trace"] == "t" and "replaced_bound" in doc["meta"]
+    assert base["lower_bound"]["cost_at"] == {"0.9": 1.0, "0.99": 2.0}  # the input is not changed
+    curve = doc["lower_bound"]["curve"]
+    assert np.interp(0.5, curve["attainment"], curve["gpu_hours"]) <= 5.0 + 1e-9
+
+
+def test_replace_bound_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _tool("replace_bound").main(["no-such-scenario"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no-such-scenario: no published sweep" in err
+
+
 def test_slo_defaults_on_a_scenario_never_seen(tmp_path: Path) -> None:
     """A reviewer's scenario with no published sweep: the row is measured, the lower bound is
     computed for it, the baselines' columns stay empty; a bad file is one line and exit 2. Run

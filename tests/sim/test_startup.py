@@ -11,6 +11,8 @@ import pytest
 from autoscaler.sim.profile import load_profile
 from autoscaler.sim.startup import (
     StartupTimes,
+    least_load_s,
+    least_provision_s,
     load_ratio,
     model_load_s,
     model_size_b,
@@ -52,6 +54,16 @@ def test_model_load_is_centred_on_the_profile_with_the_measured_spread() -> None
 
 def test_node_provisioning_is_the_assumed_3_to_7_minutes() -> None:
     assert node_provision_s(P, np.array([0.0, 0.5, 1.0])).tolist() == pytest.approx([180.0, 300.0, 420.0])
+
+
+def test_the_least_start_up_times_are_the_draws_at_u_0() -> None:
+    # what the lead-time bound may charge every new pod and node: no draw is ever shorter
+    assert least_load_s(P, "random") == pytest.approx(20.0 + 70.0 * 0.79545, abs=1e-3)  # 75.68 s
+    assert least_provision_s(P, "random") == pytest.approx(180.0)
+    assert (least_load_s(P, "fixed"), least_provision_s(P, "fixed")) == (90.0, 300.0)
+    st = StartupTimes(P, "random", np.random.default_rng(5))
+    assert min(st.pod_load_s() for _ in range(2000)) >= least_load_s(P, "random")
+    assert min(st.node_provision_s() for _ in range(2000)) >= least_provision_s(P, "random")
 
 
 def test_fixed_mode_returns_the_profile_numbers() -> None:
