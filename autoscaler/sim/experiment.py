@@ -534,9 +534,9 @@ def bound_of(prep: Prepared, lead_time: bool = True) -> npt.NDArray[np.float64]:
     if arrival.size == 0 or not lead_time:
         return fluid
     windows = lead_bound.Windows.of(prep.trace.duration, prep.scenario.dt)
-    pieces = lead_bound.pieces(arrival, arrival + ttft, deadlines(arrival, n_out, ttft, prep.scenario.slo.tpot_s),
-                               p.prefill_s(n_in.astype(np.float64)), work, windows, prep.trace.duration)
-    prog = lead_bound.program(pieces, windows, lifecycle_of(prep))
+    groups = lead_bound.request_groups(arrival, arrival + ttft, deadlines(arrival, n_out, ttft, prep.scenario.slo.tpot_s),
+                                       p.prefill_s(n_in.astype(np.float64)), work, windows, prep.trace.duration)
+    prog = lead_bound.program(groups, windows, lifecycle_of(prep))
     out: npt.NDArray[np.float64] = np.maximum(fluid, lead_bound.curve(prog, arrival.size, attainment_grid()))
     return out
 

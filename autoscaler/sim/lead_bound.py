@@ -156,26 +156,61 @@ def pieces(arrival: F, first_due: F, last_due: F, prefill: F, work: F, windows: 
 
 @dataclass(frozen=True)
 class Groups:
+    """Pieces with the same start and end window and request work within BUCKET_RATIO (sorted
+    by `key`, which encodes the three)."""
+
+    key: I
     start: I
     end: I
     work: F
     largest: F  # the largest request work in the group
 
 
-def groups(p: Pieces) -> Groups:
-    """Pieces with the same start and end window and request work within BUCKET_RATIO."""
-    if p.work.size == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return Groups(z, z, np.zeros(0), np.zeros(0))
+BUCKETS: Final = 512  # request-work buckets: BUCKET_RATIO^(b - BUCKET_OFFSET), 1e-12 .. 1e34 s
+BUCKET_OFFSET: Final = 130
+BLOCK: Final = 1 << 21
+"""Requests grouped at a time (`request_groups`): a ServeGen day holds 34 M of them."""
+
+
+def groups(p: Pieces, n_windows: int) -> Groups:
+    """The pieces of `p` in groups; key = (start x n_windows + end) x BUCKETS + bucket.
+
+    Worked example: n_windows 10, pieces (start 1, end 2, work 4 of a request of 10) and
+    (1, 2, 1 of 8): buckets floor(log_1.25 10) = 10 and floor(log_1.25 8) = 9 differ: two
+    groups. Of 10 and 11 (bucket 10 both): one group of work 5, largest 11."""
     bucket = np.floor(np.log(np.maximum(p.request_work, 1e-12)) / math.log(BUCKET_RATIO)).astype(np.int64)
-    bucket -= int(bucket.min())
-    n_b, n_w = int(bucket.max()) + 1, int(max(p.start.max(), p.end.max())) + 1
-    keys, inv = np.unique((p.start * n_w + p.end) * n_b + bucket, return_inverse=True)  # one int64 a piece
-    largest = np.zeros(keys.size)
-    np.maximum.at(largest, inv, p.request_work)
-    work = np.bincount(inv, weights=p.work, minlength=keys.size).astype(np.float64)
-    pair = keys // n_b
-    return Groups((pair // n_w).astype(np.int64), (pair % n_w).astype(np.int64), work, largest)
+    bucket = np.clip(bucket + BUCKET_OFFSET, 0, BUCKETS - 1)
+    return _reduce((p.start * n_windows + p.end) * BUCKETS + bucket, p.work, p.request_work, n_windows)
+
+
+def merge(parts: Sequence[Groups], n_windows: int) -> Groups:
+    """Groups of several blocks of requests as one: equal keys summed (work) and maximised."""
+    if len(parts) == 1:
+        return parts[0]
+    return _reduce(np.concatenate([g.key for g in parts]), np.concatenate([g.work for g in parts]),
+                   np.concatenate([g.largest for g in parts]), n_windows)
+
+
+def _reduce(key: I, work: F, largest: F, n_windows: int) -> Groups:
+    keys, inv = np.unique(key, return_inverse=True)
+    top = np.zeros(keys.size)
+    np.maximum.at(top, inv, largest)
+    total = np.bincount(inv, weights=work, minlength=keys.size).astype(np.float64)
+    pair = keys // BUCKETS
+    return Groups(keys.astype(np.int64), (pair // n_windows).astype(np.int64), (pair % n_windows).astype(np.int64),
+                  total, top)
+
+
+def request_groups(arrival: F, first_due: F, last_due: F, prefill: F, work: F, windows: Windows,
+                   horizon_s: float) -> Groups:
+    """`groups(pieces(...))` of every request, BLOCK requests at a time (the temporaries of a
+    whole ServeGen day would take gigabytes)."""
+    parts = []
+    for i in range(0, max(arrival.size, 1), BLOCK):
+        b = slice(i, i + BLOCK)
+        p = pieces(arrival[b], first_due[b], last_due[b], prefill[b], work[b], windows, horizon_s)
+        parts.append(groups(p, windows.n))
+    return merge(parts, windows.n)
 
 
 def intervals(windows: Windows) -> tuple[I, I]:
@@ -289,11 +324,10 @@ class Program:
     scale: float  # objective units (node-seconds) -> GPU-hours
 
 
-def program(p: Pieces, windows: Windows, life: Lifecycle) -> Program:
+def program(g: Groups, windows: Windows, life: Lifecycle) -> Program:
     """Columns: x (n), u (n - 1, x's up-steps), z (one per group), M (n), v (n - 1, M's
     up-steps), then the sliding-maximum levels of x (n each). See the module docstring."""
     n, ln = windows.n, windows.lengths
-    g = groups(p)
     first, last = intervals(windows)
     n_iv, n_g = first.size, g.work.size
     k_tail = int(life.idle_remove_s // windows.width_s)

@@ -13,9 +13,11 @@ from autoscaler.sim.lead_bound import (
     Solver,
     Windows,
     curve,
+    groups,
     intervals,
     pieces,
     program,
+    request_groups,
 )
 
 # load 50 s, provisioning 100 s, a node kept 200 s after its last pod, one pod a node, >= 1 pod
@@ -43,6 +45,33 @@ def test_pieces_prefill_due_at_the_ttft_bound_decode_at_the_deadline() -> None:
     assert got == [(1, 2, 4.0, 10.0), (1, 4, 6.0, 10.0), (8, 9, 1.0, 3.0)]
 
 
+def test_groups_by_windows_and_request_size() -> None:
+    # requests of 10 and 8 s fall in buckets 10 and 9, requests of 10 and 11 s share bucket 10;
+    # both pieces of each (prefill 4 / 1, the rest) are due in window 2: one group per bucket
+    two = groups(pieces(np.array([3.0, 3.5]), np.array([5.0, 5.0]), np.array([5.0, 5.0]), np.array([4.0, 1.0]),
+                        np.array([10.0, 8.0]), Windows.of(20.0, 2.0), 20.0), 10)
+    assert sorted(zip(two.start.tolist(), two.end.tolist(), two.work.tolist())) == [(1, 2, 8.0), (1, 2, 10.0)]
+    one = groups(pieces(np.array([3.0, 3.5]), np.array([5.0, 5.0]), np.array([5.0, 5.0]), np.array([4.0, 1.0]),
+                        np.array([10.0, 11.0]), Windows.of(20.0, 2.0), 20.0), 10)
+    assert (one.start.tolist(), one.end.tolist(), one.work.tolist(), one.largest.tolist()) == ([1], [2], [21.0], [11.0])
+
+
+def test_blocks_of_requests_merge_into_the_groups_of_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    import autoscaler.sim.lead_bound as lb
+
+    rng = np.random.default_rng(4)
+    a = np.sort(rng.uniform(0.0, 600.0, 5000))
+    args = (a, a + 2.0, a + 2.0 + rng.uniform(0.0, 20.0, 5000), rng.exponential(0.5, 5000),
+            rng.exponential(2.0, 5000), Windows.of(600.0, 1.0), 600.0)
+    whole = request_groups(*args)
+    monkeypatch.setattr(lb, "BLOCK", 777)
+    blocks = request_groups(*args)
+    assert whole.key.tolist() == blocks.key.tolist() and whole.largest.tolist() == blocks.largest.tolist()
+    assert blocks.work == pytest.approx(whole.work, rel=1e-12)
+    pre = np.minimum(args[3], args[4])  # a prefill piece kept when due by T, the rest when due by T
+    assert blocks.work.sum() == pytest.approx(pre[args[1] <= 600.0].sum() + (args[4] - pre)[args[2] <= 600.0].sum())
+
+
 def test_intervals_are_short_runs_then_blocks_then_the_slice() -> None:
     first, last = intervals(Windows.of(100.0, 10.0))  # 10 windows; runs of 1..3 windows (30 s)
     runs = list(zip(first.tolist(), last.tolist()))
@@ -57,8 +86,8 @@ def burst_value(burst_at_s: float, misses: float = 0.0) -> tuple[float, float]:
     1,000 s of 10 s windows."""
     w = Windows.of(1000.0, 10.0)
     a = np.array([burst_at_s])
-    p = pieces(a, a + 9.0, a + 9.0, np.array([100.0]), np.array([100.0]), w, 1000.0)
-    return Solver(program(p, w, LIFE)).solve(misses)
+    g = request_groups(a, a + 9.0, a + 9.0, np.array([100.0]), np.array([100.0]), w, 1000.0)
+    return Solver(program(g, w, LIFE)).solve(misses)
 
 
 def test_a_late_burst_pays_provisioning_load_and_the_node_tail() -> None:
@@ -82,8 +111,8 @@ def test_a_piece_due_on_a_window_edge_spreads_over_two_windows() -> None:
     # (400 s of provisioning), kept through window 70 (4 x 21 x 10 s = 840): 1,000 + 840 + 400.
     w = Windows.of(1000.0, 10.0)
     a = np.array([500.0])
-    value, _ = Solver(program(pieces(a, a + 10.0, a + 10.0, np.array([100.0]), np.array([100.0]), w, 1000.0), w,
-                              LIFE)).solve(0.0)
+    g = request_groups(a, a + 10.0, a + 10.0, np.array([100.0]), np.array([100.0]), w, 1000.0)
+    value, _ = Solver(program(g, w, LIFE)).solve(0.0)
     assert value == pytest.approx(2240.0 / 3600.0 * (1.0 - SOLVER_MARGIN), rel=1e-7)
 
 
@@ -102,8 +131,8 @@ def random_program(seed: int):  # type: ignore[no-untyped-def]
     dec = rng.integers(1, 200, n_req) * 0.1
     pre = rng.exponential(0.5, n_req)
     w = Windows.of(horizon, 1.0)
-    p = pieces(a, a + b, a + b + dec, pre, pre + rng.exponential(0.3, n_req), w, horizon)
-    return program(p, w, LIFE), n_req
+    g = request_groups(a, a + b, a + b + dec, pre, pre + rng.exponential(0.3, n_req), w, horizon)
+    return program(g, w, LIFE), n_req
 
 
 def test_the_slope_is_the_value_s_derivative_in_the_miss_budget() -> None:
