@@ -71,9 +71,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import highspy
 import numpy as np
 import numpy.typing as npt
-import highspy
 
 F = npt.NDArray[np.float64]
 I = npt.NDArray[np.int64]
@@ -326,7 +326,12 @@ class Program:
 
 def program(g: Groups, windows: Windows, life: Lifecycle) -> Program:
     """Columns: x (n), u (n - 1, x's up-steps), z (one per group), M (n), v (n - 1, M's
-    up-steps), then the sliding-maximum levels of x (n each). See the module docstring."""
+    up-steps), then the sliding-maximum levels of x (n each). See the module docstring.
+
+    The tail (fact 4) asks M_w >= x_v / c for v in [w - K + 1, w - 1], K = floor(idle_remove_s /
+    W): with p2 the largest power of two <= K - 1, level j >= x over the 2^(j + 1) windows ending
+    at its own, so the top level at w - 1 and at w - K + p2 cover that range in two blocks of p2
+    (K = 300 at W = 2 s: p2 = 256, 8 levels)."""
     n, ln = windows.n, windows.lengths
     first, last = intervals(windows)
     n_iv, n_g = first.size, g.work.size

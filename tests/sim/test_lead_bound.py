@@ -116,6 +116,19 @@ def test_a_piece_due_on_a_window_edge_spreads_over_two_windows() -> None:
     assert value == pytest.approx(2240.0 / 3600.0 * (1.0 - SOLVER_MARGIN), rel=1e-7)
 
 
+def test_without_tail_or_provisioning_the_model_load_is_what_a_burst_costs() -> None:
+    # nodes free and gone at once: 1,000 node-s of the base pod, 9 x 10 s of the burst's extra
+    # pods, and their 9 x 50 s of loading on billed nodes: 1,540 (the fluid bound's 1,090 + 450)
+    from dataclasses import replace
+
+    w = Windows.of(1000.0, 10.0)
+    a = np.array([500.0])
+    g = request_groups(a, a + 9.0, a + 9.0, np.array([100.0]), np.array([100.0]), w, 1000.0)
+    life = replace(LIFE, provision_min_s=0.0, idle_remove_s=0.0)
+    value, _ = Solver(program(g, w, life)).solve(0.0)
+    assert value == pytest.approx(1540.0 / 3600.0 * (1.0 - SOLVER_MARGIN), rel=1e-7)
+
+
 def test_one_allowed_miss_drops_the_burst() -> None:
     value, _ = burst_value(500.0, misses=1.0)
     assert value == pytest.approx(1000.0 / 3600.0 * (1.0 - SOLVER_MARGIN), rel=1e-7)
