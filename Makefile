@@ -92,6 +92,7 @@ tuning: venv
 # Speed benchmarks; figures go to benchmarks/results/.
 bench: venv
 	$(PY) benchmarks/bench_sim.py
+	$(PY) benchmarks/bench_bound.py
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_scale.py
 
