@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_sim import write_figures  # benchmarks/ is the script's directory, first on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_RATIO_TARGET = 1.10
 TIME_RATIO_TARGET = 3.0
@@ -63,16 +65,7 @@ def main() -> None:
         "meets_target": bool(time_ratio <= TIME_RATIO_TARGET and memory_ratio <= MEMORY_RATIO_TARGET),
         "load_avg_1m": round(os.getloadavg()[0], 2), "python": platform.python_version(), "os_cpu_count": os.cpu_count(),
     }
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    history: list[dict[str, object]] = []
-    if out.exists():
-        try:
-            old = json.loads(out.read_text())
-            history = list(old.pop("history", [])) + [old]
-        except (ValueError, AttributeError):
-            history = []
-    out.write_text(json.dumps({**fig, "history": history}, indent=1) + "\n")
+    write_figures(Path(a.out), fig)
     print(json.dumps(fig, indent=1))
 
 

@@ -51,7 +51,13 @@ def main() -> None:
         "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
         "cores_used": 1, "os_cpu_count": os.cpu_count(),
     }
-    out = Path(a.out)
+    write_figures(Path(a.out), fig)
+    print(json.dumps(fig, indent=1))
+
+
+def write_figures(out: Path, fig: dict[str, object]) -> None:
+    """`fig` to `out`, the file's earlier figures kept under "history" (a file that does not
+    parse starts a new history)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     history: list[dict[str, object]] = []
     if out.exists():
@@ -62,7 +68,6 @@ def main() -> None:
         except (ValueError, AttributeError):
             history = []
     out.write_text(json.dumps({**fig, "history": history}, indent=1))
-    print(json.dumps(fig, indent=1))
 
 
 if __name__ == "__main__":
