@@ -317,11 +317,16 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     name = str(raw.get("name", path.stem))
     if overrides:
         name += _override_suffix(overrides)
+    per_replica = int(_num({"gpus_per_replica": 1, **raw}, "gpus_per_replica", where))
+    per_node = int(_num(life, "gpus_per_node", where))
+    if per_node < per_replica:  # no pod would ever be scheduled
+        raise ValueError(f"{where}: profile key lifecycle.gpus_per_node = {per_node}: must be >= gpus_per_replica "
+                         f"({per_replica}), a replica's GPUs on one node")
     return Profile(
         name=name,
         model=str(raw["model"]),
         gpu=str(raw["gpu"]),
-        gpus_per_replica=int(_num({"gpus_per_replica": 1, **raw}, "gpus_per_replica", where)),
+        gpus_per_replica=per_replica,
         kv_cache_tokens=int(_num(kv, "tokens", where)),
         block_size=int(_num(kv, "block_size", where)),
         max_num_seqs=int(_num(sched, "max_num_seqs", where)),
@@ -333,5 +338,5 @@ def load_profile(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         model_load_s=_num(life, "model_load_s", where),
         drain_grace_s=_num(life, "drain_grace_s", where),
         node_idle_remove_s=_num(life, "node_idle_remove_s", where),
-        gpus_per_node=int(_num(life, "gpus_per_node", where)),
+        gpus_per_node=per_node,
     )

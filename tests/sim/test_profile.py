@@ -69,6 +69,7 @@ def test_overrides_change_a_field_and_the_name() -> None:
     ({"scheduler": 2048}, "expected a mapping"),
     ({"gpu": {"x": 1}}, "single value, not a section"),
     ({"scheduler": {"max_num_batched_tokens": "2k"}}, "expected a number"),
+    ({"gpus_per_replica": 2}, r"lifecycle.gpus_per_node = 1: must be >= gpus_per_replica \(2\)"),
 ])
 def test_unknown_or_malformed_overrides_are_rejected(overrides: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
