@@ -29,16 +29,30 @@ RESULTS = REPO / "simulations" / "results"
 SCENARIOS = REPO / "simulations" / "scenarios"
 
 
+def is_sweep(doc: Any) -> bool:
+    """A published sweep document: a bound to replace, the seeds it was computed on, targets."""
+    return (isinstance(doc, dict) and "lower_bound" in doc and "policies" in doc and isinstance(doc.get("meta"), dict)
+            and isinstance(doc.get("protocol"), dict) and isinstance(doc["protocol"].get("seeds"), list)
+            and isinstance(doc.get("slo"), dict) and isinstance(doc["slo"].get("attainment_targets"), list))
+
+
+def read_sweep(name: str) -> dict[str, Any] | None:
+    """simulations/results/NAME.json when it is a sweep document with its scenario file, else None."""
+    path = RESULTS / f"{name}.json"
+    if not path.is_file() or not (SCENARIOS / f"{name}.yaml").is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return doc if is_sweep(doc) else None
+
+
 def published(names: Sequence[str]) -> list[str]:
     """The named sweeps, or every sweep document in simulations/results."""
     if names:
         return list(names)
-    out = []
-    for p in sorted(RESULTS.glob("*.json")):
-        doc = json.loads(p.read_text())
-        if isinstance(doc, dict) and "lower_bound" in doc and "policies" in doc:
-            out.append(p.stem)
-    return out
+    return [p.stem for p in sorted(RESULTS.glob("*.json")) if read_sweep(p.stem) is not None]
 
 
 def with_bound(doc: dict[str, Any], per_seed: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -58,12 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     names = published(args.scenario)
-    missing = [n for n in names if not (RESULTS / f"{n}.json").is_file() or not (SCENARIOS / f"{n}.yaml").is_file()]
+    read = {n: read_sweep(n) for n in names}
+    missing = [n for n, doc in read.items() if doc is None]
     if missing or args.jobs < 1:
         print(f"replace_bound: {', '.join(missing) or '--jobs'}: no published sweep or scenario file "
               "(simulations/results, simulations/scenarios), or --jobs below 1", file=sys.stderr)
         return 2
-    docs = {n: json.loads((RESULTS / f"{n}.json").read_text()) for n in names}
+    docs = {n: doc for n, doc in read.items() if doc is not None}
     with make_executor("local", args.jobs) as ex:
         futs = {n: [ex.submit(bound_job, Scenario.load(SCENARIOS / f"{n}.yaml"), s)
                     for s in docs[n]["protocol"]["seeds"]] for n in names}

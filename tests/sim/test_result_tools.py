@@ -167,10 +167,23 @@ def test_replace_bound_puts_the_combined_bound_in_place_and_leaves_the_policies(
     assert np.interp(0.5, curve["attainment"], curve["gpu_hours"]) <= 5.0 + 1e-9
 
 
-def test_replace_bound_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _tool("replace_bound").main(["no-such-scenario"]) == 2
+@pytest.mark.parametrize("name", ["no-such-scenario", "dt_check", "slo-defaults"])
+def test_replace_bound_unknown_scenario_is_one_line_and_exit_2(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # no file at all, and published JSON files that are not sweep documents (no scenario file)
+    assert _tool("replace_bound").main([name]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no-such-scenario: no published sweep" in err
+    assert err.count("\n") == 1 and f"{name}: no published sweep" in err
+
+
+def test_replace_bound_reads_only_sweep_documents() -> None:
+    tool = _tool("replace_bound")
+    sweep = {"lower_bound": {}, "policies": {}, "meta": {}, "protocol": {"seeds": [0]},
+             "slo": {"attainment_targets": [0.99]}}
+    assert tool.is_sweep(sweep)
+    assert not tool.is_sweep({**sweep, "protocol": {}}) and not tool.is_sweep({"rows": []}) and not tool.is_sweep([])
+    from autoscaler.sim.experiment import load_protocol
+
+    assert set(tool.published([])) == set(load_protocol().evaluation)  # every published sweep, nothing else
 
 
 def test_slo_defaults_on_a_scenario_never_seen(tmp_path: Path) -> None:
