@@ -52,6 +52,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_bound.json"))
     a = ap.parse_args()
     path = ROOT / "simulations" / "scenarios" / f"{a.scenario}.yaml"
+    if not path.is_file():
+        print(f"bench_bound: no scenario {path}", file=sys.stderr)
+        raise SystemExit(2)
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     fluid = measure(path, a.seed, "fluid")
     both = measure(path, a.seed, "lead")

@@ -148,6 +148,18 @@ def random_program(seed: int):  # type: ignore[no-untyped-def]
     return program(g, w, LIFE), n_req
 
 
+def test_highs_prints_nothing_to_stdout() -> None:
+    # HiGHS prints its banner to file descriptor 1 when a process makes its first instance (a
+    # sweep's worker would print it into the sweep's output): a fresh process, so it is the first
+    import subprocess
+    import sys
+
+    code = "from autoscaler.sim.lead_bound import silent_highs; h = silent_highs(); h.run(); print('done')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+
+
 def test_the_slope_is_the_value_s_derivative_in_the_miss_budget() -> None:
     prog, n_req = random_program(1)
     solver = Solver(prog)

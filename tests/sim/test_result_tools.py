@@ -175,6 +175,25 @@ def test_replace_bound_unknown_scenario_is_one_line_and_exit_2(name: str, capsys
     assert err.count("\n") == 1 and f"{name}: no published sweep" in err
 
 
+def test_publish_writes_the_document_its_table_and_its_plot(tmp_path: Path) -> None:
+    from autoscaler.sim.scoreboard import publish
+
+    doc = json.loads((TOOLS.parents[0] / "results" / "azure-code.json").read_text())
+    publish(doc, tmp_path / "azure-code.json")
+    assert json.loads((tmp_path / "azure-code.json").read_text()) == doc
+    assert (tmp_path / "azure-code.md").read_text().startswith("## azure-code")
+    assert (tmp_path / "azure-code.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["azure-code.json", "azure-code.md", "azure-code.png"]
+
+
+def test_bench_bound_unknown_scenario_is_one_line_and_exit_2() -> None:
+    bench = TOOLS.parents[1] / "benchmarks" / "bench_bound.py"
+    r = subprocess.run([sys.executable, str(bench), "--scenario", "no-such-scenario", "--out", os.devnull],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "no-such-scenario" in r.stderr
+
+
 def test_replace_bound_reads_only_sweep_documents() -> None:
     tool = _tool("replace_bound")
     sweep = {"lower_bound": {}, "policies": {}, "meta": {}, "protocol": {"seeds": [0]},
