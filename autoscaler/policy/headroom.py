@@ -2,13 +2,21 @@
 
 A replica asked for now serves one lead time H later; until then the fleet must carry whatever
 the demand grows to. How much it grows over H is measured, not assumed: each tick, with a
-reading at least H old, r = ln(D_now / D_then) is one sample of the demand's log-growth over H
+reading at least H old, r = ln(D_now / B_then) is one sample of the demand's log-growth over H
 (D: fleet token demand in cold-start replicas, `demand_units`, so that learning the capacity
-does not move the history). Its exponentially weighted mean and variance (half-life in
-seconds, weights from the `now` deltas) give the growth at the quantile the attainment target
-implies: headroom = exp(max(0, mean + z_q x sd)), z_q = the standard normal quantile of the
-target (2.33 at 0.99), at most `headroom_max_ratio`. Bursty traffic has a wide r: headroom;
-smooth traffic a narrow one: little. A rising trend (diurnal ramp) moves the mean up.
+does not move the history). B is the base a reading sizes from: the larger of its demand and
+the level, the mean demand of the lead time before it (`base_demand`). Its exponentially
+weighted mean and variance (half-life in seconds, weights from the `now` deltas) give the
+growth at the quantile the attainment target implies: headroom = exp(max(0, mean + z_q x sd))
+x B_now / D_now, z_q = the standard normal quantile of the target (2.33 at 0.99), at most
+`headroom_max_ratio`. Bursty traffic has a wide r: headroom; smooth traffic a narrow one:
+little. A rising trend (diurnal ramp) moves the mean up.
+
+Why a base and not D_now: demand that jumps about a level (minute-scale noise) would otherwise
+be multiplied by the growth quantile at its highest readings and sized short at its lowest,
+and the scale-down window keeps the largest of those; sizing from max(D, level) leaves a dip
+no shorter than the level and a spike or a step up sized at once. The samples are measured
+against the same base, so the quantile still covers the demand one lead time on.
 
 Until `MIN_SAMPLES` samples, the sd is at least `COLD_START_SD` = 0.15 (demand up 16 % over
 one lead time at one sd: at 0.99, headroom exp(2.33 x 0.15) = 1.42): a history of less than
@@ -19,9 +27,9 @@ first minutes (docs/slo-policy.md). The floor waits while the latency has slack 
 within half its bounds, `slo_capacity.with_slack`): such a fleet carries headroom of its own (a
 fleet moved over from a larger static one, say), which a floor would double.
 
-O(1) a tick: a reading (and a growth sample) is taken when the newest is at least H / 16 old,
-and of the readings at least H old only the newest is kept, so the history holds at most about
-18 entries and only its ends are looked at; between readings nothing is done.
+O(1) a tick: a reading (and a growth sample) is taken when the newest is at least H / 16 old;
+of the readings at least H old only the newest and those within H before it are kept, so the
+history holds at most about 35 entries; the level sums at most those of one lead time.
 """
 
 from __future__ import annotations
@@ -49,32 +57,95 @@ def demand_units(prompt_tokens_per_second: float, generation_tokens_per_second: 
     return prompt_tokens_per_second / cold_start[0] + generation_tokens_per_second / cold_start[1]
 
 
-def keep_one_reference(history: Entries[float], now: float, lead_seconds: float) -> TimeWindow[float]:
-    """Of the readings at least H old, only the newest: the reference of `log_growth`.
+def keep_reference_window(history: Entries[float], now: float, lead_seconds: float) -> TimeWindow[float]:
+    """Of the readings at least H old, the newest (the reference of `log_growth`) and those
+    within H before it (the readings its level averages, `base_demand`); every newer one.
 
-    Worked example: readings at 800, 840 and 990, H = 160 s, now 1000: 800 and 840 are both
-    at least 160 s old; ((840, ...), (990, ...)) remain.
+    Worked example: readings at 650, 700, 800, 840 and 990, H = 160 s, now 1000: 800 and 840 are
+    at least 160 s old, 840 is the reference, 650 is more than 160 s before it and drops:
+    ((700, ...), (800, ...), (840, ...), (990, ...)) remain.
     """
     window = TimeWindow.of(history)
+    ref = reference_index(window, now, lead_seconds)
+    if ref is None:
+        return window
     start = 0
-    while start + 1 < len(window) and now - window[start + 1][0] >= lead_seconds:
+    while window[ref][0] - window[start][0] > lead_seconds:
         start += 1
     return window if start == 0 else TimeWindow(window[start:])
 
 
-def log_growth(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float | None:
-    """ln(D_now / D_then) against the oldest reading, when it is at least H old and both are
-    positive; else None.
+def reference_index(history: Entries[float], now: float, lead_seconds: float) -> int | None:
+    """The index of the newest reading at least H old (None: none is).
 
-    Worked example: oldest reading (840, 2.0), H = 160 s, D_now 3.0 at 1000: ln 1.5 = 0.405.
-    At now 990: None (150 s < H).
+    Worked example: readings at 800, 840 and 990, H = 160 s: at 1000, 1 (840); at 970, 0 (800);
+    at 950, None.
     """
-    if not history or not 0.0 < demand < math.inf:
+    found = None
+    for i, (t, _) in enumerate(history):
+        if now - t < lead_seconds:
+            break
+        found = i
+    return found
+
+
+def base_demand(history: Entries[float], index: int, lead_seconds: float) -> float:
+    """The base that reading `index` sizes from: the larger of its demand and the level, the
+    mean of the readings within H before it (itself included). Noise around a level is not
+    taken as the place to grow from (a dip would size short, a spike twice); a step up is, at
+    once.
+
+    Worked example: readings (700, 2.0), (800, 4.0), (840, 3.0), H = 160 s: at 840 the level is
+    (2 + 4 + 3) / 3 = 3.0, the base max(3.0, 3.0) = 3.0; at 800 (700 and 800) 3.0, base 4.0.
+    """
+    t_ref, d_ref = history[index]
+    oldest = t_ref - lead_seconds
+    total, count = 0.0, 0
+    for t, d in reversed(history[:index + 1]):
+        if t < oldest:
+            break
+        total += d
+        count += 1
+    return max(d_ref, total / count)
+
+
+def log_growth(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float | None:
+    """ln(D_now / base), the base (`base_demand`) of the newest reading at least H old, when
+    there is one and both are positive; else None.
+
+    Worked example: readings (700, 2.0), (800, 4.0), (840, 3.0), (990, 2.5), H = 160 s, D_now
+    4.5 at 1000: the reference is 840, its base 3.0: ln 1.5 = 0.405. At now 850: None (700,
+    the oldest, is 150 s old).
+    """
+    if not 0.0 < demand < math.inf:
         return None
-    t, then = history[0]
-    if now - t < lead_seconds or then <= 0:
+    ref = reference_index(history, now, lead_seconds)
+    if ref is None:
         return None
-    return math.log(demand / then)
+    base = base_demand(history, ref, lead_seconds)
+    return math.log(demand / base) if base > 0 else None
+
+
+def base_ratio(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float:
+    """Base over demand now, >= 1: what the headroom multiplies besides the growth, so that the
+    fleet is sized on max(demand, level) as the growth samples were measured from. The level is
+    the mean of the readings within H of `now` and `demand` itself unless the newest reading is
+    it (taken at `now`).
+
+    Worked example: readings (830, 4.0), (900, 3.0), (990, 2.5), H = 160 s, demand 2.5 at 1000
+    (the reading at 990 is the newest; 830 is more than H old): level (3.0 + 2.5 + 2.5) / 3 =
+    2.667, ratio 1.067; demand 4.0: level 3.167 below it, ratio 1.
+    """
+    if not 0.0 < demand < math.inf:
+        return 1.0
+    total, count = (0.0, 0) if history and history[-1][0] == now else (demand, 1)
+    oldest = now - lead_seconds
+    for t, d in reversed(history):
+        if t < oldest:
+            break
+        total += d
+        count += 1
+    return max(1.0, total / count / demand)
 
 
 Moments = tuple[float, float, int, float | None]  # (mean, variance, samples, updated at)
@@ -129,18 +200,20 @@ def track_headroom(
     state: SloState, demand: float, now: float, lead_seconds: float, half_life_seconds: float
 ) -> SloState:
     """One reading of the demand, when the newest is at least H / 16 old (or there is none):
-    a growth sample against the reading one lead time old, when there is one; the reading
-    kept; of the readings at least H old only the newest (`keep_one_reference`). Between
-    readings, and for a demand that is not positive and finite: the state as it is.
+    a growth sample against the base of the reading one lead time old (`log_growth`), when
+    there is one; the reading kept; of the older readings only that reference and those its
+    base averages (`keep_reference_window`). Between readings, and for a demand that is not
+    positive and finite: the state as it is.
 
     Worked example: readings ((800, 1.0), (840, 2.0), (990, 2.5)), H = 160 s (spacing 10 s),
-    demand 3.0 at 1000, no sample yet: the reference is 840 (800 drops); growth ln 1.5 = 0.405
-    is the mean; history ((840, 2.0), (990, 2.5), (1000, 3.0)). At 995: as it is (5 s < 10 s).
+    demand 3.0 at 1000, no sample yet: the reference is 840, its base max(2.0, (1.0 + 2.0) / 2)
+    = 2.0; growth ln 1.5 = 0.405 is the mean; 800 stays (within H before 840): history
+    ((800, 1.0), (840, 2.0), (990, 2.5), (1000, 3.0)). At 995: as it is (5 s < 10 s).
     """
     history = state.demand_history
     if (history and now - history[-1][0] < lead_seconds / READINGS_PER_LEAD_TIME) or not 0.0 < demand < math.inf:
         return state
-    history = keep_one_reference(history, now, lead_seconds)
+    history = keep_reference_window(history, now, lead_seconds)
     moments: Moments = (state.growth_mean, state.growth_variance, state.growth_samples, state.growth_updated_at)
     growth = log_growth(history, now, demand, lead_seconds)
     if growth is not None:

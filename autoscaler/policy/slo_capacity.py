@@ -65,7 +65,7 @@ from operator import lt
 
 from autoscaler.policy.capacity_table import cold_start_capacity
 from autoscaler.policy.demand import Demand
-from autoscaler.policy.headroom import demand_units, headroom_ratio, track_headroom
+from autoscaler.policy.headroom import base_ratio, demand_units, headroom_ratio, track_headroom
 from autoscaler.policy.params import PolicyParams, SloParams
 from autoscaler.policy.slo_series import histogram_sum, rates_ok
 from autoscaler.policy.types import (
@@ -506,13 +506,19 @@ def with_slack(
 def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, now: float) -> tuple[float, SloState]:
     """(the headroom ratio for the lead time (`headroom`), the state with its reading kept):
     the SLO replicas are `base_replicas` x the ratio. Without token rates: (1, the state). The
-    cold-start floor waits while the latency has slack (`SloSignal.slack`): such a fleet carries
-    headroom of its own, which a floor on an estimate the jump set to the load would double.
+    ratio is the growth quantile times the base over the demand now (`headroom.base_ratio`:
+    a demand below its lead time's level is sized from the level), at most
+    `headroom_max_ratio`. The cold-start floor waits while the latency has slack
+    (`SloSignal.slack`): such a fleet carries headroom of its own, which a floor on an estimate
+    the jump set to the load would double.
 
     Worked example: base 0.9 replicas, headroom state of 50 samples with mean 0.05 and
-    variance 0.01, target 0.99: ratio 1.327, replicas 1.19.
+    variance 0.01, target 0.99, demand at its level: ratio 1.327, replicas 1.19; the demand
+    now at 0.9 of its level: 1.327 / 0.9 = 1.474.
     """
     if signal.prompt_tokens_per_second is None:
         return 1.0, signal.state
     state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
-    return headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio, not signal.slack), state
+    growth = headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio, not signal.slack)
+    level = base_ratio(state.demand_history, now, signal.demand_units, lead_seconds)
+    return min(policy.headroom_max_ratio, growth * level), state

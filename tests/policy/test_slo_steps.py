@@ -4,6 +4,7 @@ persistence. Each docstring's worked example is a row here, with an explicit `no
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
@@ -20,8 +21,11 @@ from autoscaler.policy.headroom import (
     COLD_START_SD,
     demand_units,
     headroom_ratio,
-    keep_one_reference,
+    base_demand,
+    base_ratio,
+    keep_reference_window,
     log_growth,
+    reference_index,
     normal_quantile,
     track_headroom,
     update_moments,
@@ -362,6 +366,12 @@ def test_add_headroom_docstring_example() -> None:
     assert ratio == pytest.approx(1.327, abs=1e-3)
     assert s.base_replicas * ratio == pytest.approx(1.19, abs=1e-2)
     assert out is s.state
+    # the demand now (0.9) at 0.9 of its lead time's level ((1.1 + 0.9) / 2 = 1.0): sized from
+    # the level, 1.327 / 0.9 = 1.474
+    below = assess_slo(p, pods, 2, True, demand(), replace(state, demand_history=((NOW - 10, 1.1),)), NOW)
+    assert below is not None
+    assert add_headroom(below, p, 300.0, NOW)[0] == pytest.approx(math.exp(0.05 + normal_quantile(0.99) * 0.1) / 0.9)
+    assert add_headroom(below, p, 300.0, NOW)[0] == pytest.approx(1.474, abs=1e-3)
     # without token rates: no headroom, the state as it is
     bare = assess_slo(p, (slo_pod("a", NOW, None, None, ttft=hist((1.0, INF), (1.0, 1.0), NOW)),), 1, True,
                       demand(), state, NOW)
@@ -374,21 +384,49 @@ def test_demand_units() -> None:
     assert demand_units(30_000.0, 4_500.0, H100) == pytest.approx(3.5)  # docstring: 2 + 1.5
 
 
-def test_keep_one_reference() -> None:
-    # docstring: readings at 800, 840, 990, H = 160 s, now 1000: 800 and 840 are >= H old
-    h = ((800.0, 1.0), (840.0, 2.0), (990.0, 2.5))
-    assert keep_one_reference(h, 1000.0, 160.0) == ((840.0, 2.0), (990.0, 2.5))
-    assert keep_one_reference(h, 950.0, 160.0) == h  # only 800 is >= H old: it is the reference
+def test_keep_reference_window() -> None:
+    # docstring: readings at 650, 700, 800, 840, 990, H = 160 s, now 1000: 840 is the reference,
+    # 650 is more than H before it
+    h = ((650.0, 1.0), (700.0, 1.0), (800.0, 1.0), (840.0, 2.0), (990.0, 2.5))
+    assert keep_reference_window(h, 1000.0, 160.0) == h[1:]
+    assert keep_reference_window(h, 900.0, 160.0) == h  # 700 is the reference: 650 is within H before it
+    assert keep_reference_window(h, 800.0, 160.0) == h  # none is H old
+
+
+@pytest.mark.parametrize(("now", "expected"), [(1000.0, 1), (970.0, 0), (950.0, None)])
+def test_reference_index(now: float, expected: int | None) -> None:
+    # docstring: readings at 800, 840, 990, H = 160 s
+    assert reference_index(((800.0, 1.0), (840.0, 2.0), (990.0, 2.5)), now, 160.0) == expected
+
+
+@pytest.mark.parametrize(("index", "expected"), [(2, 3.0), (1, 4.0), (0, 2.0)])
+def test_base_demand(index: int, expected: float) -> None:
+    # docstring: at 840 the level (2 + 4 + 3) / 3 = 3.0 and the base 3.0; at 800 level 3.0, base 4.0
+    assert base_demand(((700.0, 2.0), (800.0, 4.0), (840.0, 3.0)), index, 160.0) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
     ("now", "demand_now", "expected"),
-    [(1000.0, 3.0, math.log(1.5)), (990.0, 3.0, None), (1000.0, 0.0, None), (1000.0, math.nan, None)],
+    [(1000.0, 4.5, math.log(1.5)), (850.0, 4.5, None), (1000.0, 0.0, None), (1000.0, math.nan, None)],
 )
 def test_log_growth(now: float, demand_now: float, expected: float | None) -> None:
-    # docstring: oldest reading (840, 2.0), H = 160 s, D_now 3.0 at 1000: ln 1.5; at 990: None
-    got = log_growth(((840.0, 2.0), (990.0, 2.5)), now, demand_now, 160.0)
+    # docstring: reference 840, its base 3.0 (the level of 700, 800, 840), D_now 4.5: ln 1.5; at 850: None
+    got = log_growth(((700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5)), now, demand_now, 160.0)
     assert got == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize(
+    ("history", "now", "demand_now", "expected"),
+    [
+        (((830.0, 4.0), (900.0, 3.0), (990.0, 2.5)), 1000.0, 2.5, (3.0 + 2.5 + 2.5) / 3 / 2.5),  # docstring: 1.067
+        (((830.0, 4.0), (900.0, 3.0), (990.0, 2.5)), 1000.0, 4.0, 1.0),  # docstring: above its level
+        (((830.0, 4.0), (900.0, 3.0), (1000.0, 2.0)), 1000.0, 2.0, 2.5 / 2.0),  # the newest reading is now's
+        ((), 1000.0, 2.0, 1.0),  # no history: the demand is its own level
+        (((990.0, 3.0),), 1000.0, math.nan, 1.0),  # no demand to size: nothing
+    ],
+)
+def test_base_ratio(history: tuple[tuple[float, float], ...], now: float, demand_now: float, expected: float) -> None:
+    assert base_ratio(history, now, demand_now, 160.0) == pytest.approx(expected)
 
 
 def test_update_moments() -> None:
@@ -424,7 +462,7 @@ def test_normal_quantile() -> None:
 def test_track_headroom_docstring_example() -> None:
     s = SloState(demand_history=((800.0, 1.0), (840.0, 2.0), (990.0, 2.5)))
     out = track_headroom(s, 3.0, 1000.0, 160.0, 1800.0)
-    assert out.demand_history == ((840.0, 2.0), (990.0, 2.5), (1000.0, 3.0))
+    assert out.demand_history == ((800.0, 1.0), (840.0, 2.0), (990.0, 2.5), (1000.0, 3.0))
     assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.5)), 1, 1000.0)
     assert track_headroom(s, 3.0, 995.0, 160.0, 1800.0) is s  # 5 s after the newest: no reading yet
     assert track_headroom(SloState(), 0.0, 1000.0, 160.0, 1800.0) == SloState()  # nothing to log
@@ -443,7 +481,7 @@ def test_bursty_traffic_gets_headroom_smooth_traffic_little() -> None:
     assert smooth.growth_samples >= 20 and bursty.growth_samples >= 20
     assert headroom_ratio(smooth, 0.99, 2.0) == pytest.approx(1.0)
     assert headroom_ratio(bursty, 0.99, 2.0) > 1.5
-    assert len(bursty.demand_history) <= 18  # bounded: ~16 readings per lead time
+    assert len(bursty.demand_history) <= 35  # bounded: ~16 readings per lead time, two lead times
 
 
 # --- the signal that bound ------------------------------------------------------------------------
