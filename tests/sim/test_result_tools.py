@@ -105,8 +105,33 @@ def test_replace_policy_swaps_one_entry_and_refuses_another_experiment() -> None
     assert list(doc["policies"]) == ["queue-lead", "keda"] and doc["meta"]["replaced"]["policy"] == "queue-lead"
     with pytest.raises(ValueError, match="lower_bound differs"):
         tool.replace_entry(base, {**fresh, "lower_bound": {"cost_at": {"0.99": 3.0}}}, "queue-lead")
+    # the solver's last bits (4e-15 relative, measured on the m-small day) are the same bound;
+    # the published one is kept
+    rounded = tool.replace_entry(base, {**fresh, "lower_bound": {"cost_at": {"0.99": 4.0 * (1 + 4e-15)}}}, "queue-lead")
+    assert rounded["lower_bound"] == {"cost_at": {"0.99": 4.0}}
+    with pytest.raises(ValueError, match="lower_bound differs"):
+        tool.replace_entry(base, {**fresh, "lower_bound": {"cost_at": {"0.99": 4.0 * (1 + 1e-6)}}}, "queue-lead")
+    with pytest.raises(ValueError, match="slo differs"):
+        tool.replace_entry(base, {**fresh, "slo": {"ttft_s": 2.0 * (1 + 4e-15)}}, "queue-lead")  # the SLO: exactly
     with pytest.raises(ValueError, match="grid differs"):
         tool.replace_entry(base, {**fresh, "policies": {"queue-lead": {"grid": [2.0]}}}, "queue-lead")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ({"x": [1.0, 2.0]}, {"x": [1.0, 2.0000000000001]}, True),  # docstring
+        ({"x": [1.0, 2.0]}, {"x": [1.0, 2.01]}, False),  # docstring
+        ({"x": [1.0, 2.0]}, {"x": [1.0]}, False),  # docstring: another shape
+        ({"x": 1.0}, {"y": 1.0}, False),
+        ({"x": None}, {"x": None}, True),  # "not reached"
+        ({"x": None}, {"x": 0.0}, False),
+        ({"x": True}, {"x": 1.0}, False),
+        ([0.0], [1e-300], False),  # relative only: no absolute slack around 0
+    ],
+)
+def test_same_numbers(a: object, b: object, same: bool) -> None:
+    assert _tool("replace_policy").same_numbers(a, b) is same
 
 
 def test_replace_policy_accepts_a_protocol_changed_only_in_its_tuning_list() -> None:
