@@ -5,7 +5,7 @@ the demand grows to. How much it grows over H is measured, not assumed: each tic
 reading at least H old, r = ln(D_now / B_then) is one sample of the demand's log-growth over H
 (D: fleet token demand in cold-start replicas, `demand_units`, so that learning the capacity
 does not move the history). B is the base a reading sizes from: the larger of its demand and
-the level, the mean demand of the lead time before it (`base_demand`). Its exponentially
+the level, the mean demand of the lead time before it (`reference_base`). Its exponentially
 weighted mean and variance (half-life in seconds, weights from the `now` deltas) give the
 growth at the quantile the attainment target implies: headroom = exp(max(0, mean + z_q x sd))
 x B_now / D_now, z_q = the standard normal quantile of the target (2.33 at 0.99), at most
@@ -57,26 +57,9 @@ def demand_units(prompt_tokens_per_second: float, generation_tokens_per_second: 
     return prompt_tokens_per_second / cold_start[0] + generation_tokens_per_second / cold_start[1]
 
 
-def keep_reference_window(history: Entries[float], now: float, lead_seconds: float) -> TimeWindow[float]:
-    """Of the readings at least H old, the newest (the reference of `log_growth`) and those
-    within H before it (the readings its level averages, `base_demand`); every newer one.
-
-    Worked example: readings at 650, 700, 800, 840 and 990, H = 160 s, now 1000: 800 and 840 are
-    at least 160 s old, 840 is the reference, 650 is more than 160 s before it and drops:
-    ((700, ...), (800, ...), (840, ...), (990, ...)) remain.
-    """
-    window = TimeWindow.of(history)
-    ref = reference_index(window, now, lead_seconds)
-    if ref is None:
-        return window
-    start = 0
-    while window[ref][0] - window[start][0] > lead_seconds:
-        start += 1
-    return window if start == 0 else TimeWindow(window[start:])
-
-
 def reference_index(history: Entries[float], now: float, lead_seconds: float) -> int | None:
-    """The index of the newest reading at least H old (None: none is).
+    """The index of the newest reading at least H old: the reference of the growth samples
+    (None: none is).
 
     Worked example: readings at 800, 840 and 990, H = 160 s: at 1000, 1 (840); at 970, 0 (800);
     at 950, None.
@@ -89,41 +72,27 @@ def reference_index(history: Entries[float], now: float, lead_seconds: float) ->
     return found
 
 
-def base_demand(history: Entries[float], index: int, lead_seconds: float) -> float:
-    """The base that reading `index` sizes from: the larger of its demand and the level, the
+def reference_base(history: Entries[float], index: int, lead_seconds: float) -> tuple[int, float]:
+    """(the index of the oldest reading within H before reading `index`, the base of reading
+    `index`). The base is what a reading sizes from: the larger of its demand and the level, the
     mean of the readings within H before it (itself included). Noise around a level is not
     taken as the place to grow from (a dip would size short, a spike twice); a step up is, at
-    once.
+    once. Readings older than the first index are no longer needed.
 
-    Worked example: readings (700, 2.0), (800, 4.0), (840, 3.0), H = 160 s: at 840 the level is
-    (2 + 4 + 3) / 3 = 3.0, the base max(3.0, 3.0) = 3.0; at 800 (700 and 800) 3.0, base 4.0.
+    Worked example: readings (650, 1.0), (700, 2.0), (800, 4.0), (840, 3.0), H = 160 s: for 840
+    (index 3) the readings since 680 count, level (2 + 4 + 3) / 3 = 3.0: (1, 3.0); for 800
+    (index 2) 650 counts too, level (1 + 2 + 4) / 3 = 2.33, base 4.0: (0, 4.0).
     """
     t_ref, d_ref = history[index]
     oldest = t_ref - lead_seconds
-    total, count = 0.0, 0
-    for t, d in reversed(history[:index + 1]):
+    total, first = 0.0, index
+    for i in range(index, -1, -1):
+        t, d = history[i]
         if t < oldest:
             break
         total += d
-        count += 1
-    return max(d_ref, total / count)
-
-
-def log_growth(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float | None:
-    """ln(D_now / base), the base (`base_demand`) of the newest reading at least H old, when
-    there is one and both are positive; else None.
-
-    Worked example: readings (700, 2.0), (800, 4.0), (840, 3.0), (990, 2.5), H = 160 s, D_now
-    4.5 at 1000: the reference is 840, its base 3.0: ln 1.5 = 0.405. At now 850: None (700,
-    the oldest, is 150 s old).
-    """
-    if not 0.0 < demand < math.inf:
-        return None
-    ref = reference_index(history, now, lead_seconds)
-    if ref is None:
-        return None
-    base = base_demand(history, ref, lead_seconds)
-    return math.log(demand / base) if base > 0 else None
+        first = i
+    return first, max(d_ref, total / (index - first + 1))
 
 
 def base_ratio(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float:
@@ -200,10 +169,10 @@ def track_headroom(
     state: SloState, demand: float, now: float, lead_seconds: float, half_life_seconds: float
 ) -> SloState:
     """One reading of the demand, when the newest is at least H / 16 old (or there is none):
-    a growth sample against the base of the reading one lead time old (`log_growth`), when
-    there is one; the reading kept; of the older readings only that reference and those its
-    base averages (`keep_reference_window`). Between readings, and for a demand that is not
-    positive and finite: the state as it is.
+    a growth sample ln(D / base) against the base of the newest reading at least H old, when
+    there is one (`reference_index`, `reference_base`); the reading kept; of the older readings
+    only that reference and those its base averages. Between readings, and for a demand that is
+    not positive and finite: the state as it is.
 
     Worked example: readings ((800, 1.0), (840, 2.0), (990, 2.5)), H = 160 s (spacing 10 s),
     demand 3.0 at 1000, no sample yet: the reference is 840, its base max(2.0, (1.0 + 2.0) / 2)
@@ -213,12 +182,14 @@ def track_headroom(
     history = state.demand_history
     if (history and now - history[-1][0] < lead_seconds / READINGS_PER_LEAD_TIME) or not 0.0 < demand < math.inf:
         return state
-    history = keep_reference_window(history, now, lead_seconds)
     moments: Moments = (state.growth_mean, state.growth_variance, state.growth_samples, state.growth_updated_at)
-    growth = log_growth(history, now, demand, lead_seconds)
-    if growth is not None:
-        moments = update_moments(moments, growth, now, half_life_seconds)
+    window = TimeWindow.of(history)
+    ref = reference_index(window, now, lead_seconds)
+    if ref is not None:
+        first, base = reference_base(window, ref, lead_seconds)
+        window = TimeWindow(window[first:]) if first else window
+        moments = update_moments(moments, math.log(demand / base), now, half_life_seconds)
     return SloState(
         state.cold_start, state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second,
-        TimeWindow(history + ((now, demand),)), *moments, state.probe_doublings,
+        TimeWindow(window + ((now, demand),)), *moments, state.probe_doublings,
     )

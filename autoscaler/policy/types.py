@@ -536,7 +536,7 @@ class SloState:
     capacity_prompt_tokens_per_second: float | None = None
     capacity_generation_tokens_per_second: float | None = None
     demand_history: Entries[float] = _NO_ENTRIES  # (t, fleet demand / cold-start capacity)
-    growth_mean: float = 0.0  # of ln(D(t) / base(t - lead time)), headroom.base_demand
+    growth_mean: float = 0.0  # of ln(D(t) / base(t - lead time)), headroom.reference_base
     growth_variance: float = 0.0
     growth_samples: int = 0  # capped
     growth_updated_at: float | None = None

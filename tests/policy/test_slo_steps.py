@@ -21,10 +21,8 @@ from autoscaler.policy.headroom import (
     COLD_START_SD,
     demand_units,
     headroom_ratio,
-    base_demand,
     base_ratio,
-    keep_reference_window,
-    log_growth,
+    reference_base,
     reference_index,
     normal_quantile,
     track_headroom,
@@ -384,35 +382,31 @@ def test_demand_units() -> None:
     assert demand_units(30_000.0, 4_500.0, H100) == pytest.approx(3.5)  # docstring: 2 + 1.5
 
 
-def test_keep_reference_window() -> None:
-    # docstring: readings at 650, 700, 800, 840, 990, H = 160 s, now 1000: 840 is the reference,
-    # 650 is more than H before it
-    h = ((650.0, 1.0), (700.0, 1.0), (800.0, 1.0), (840.0, 2.0), (990.0, 2.5))
-    assert keep_reference_window(h, 1000.0, 160.0) == h[1:]
-    assert keep_reference_window(h, 900.0, 160.0) == h  # 700 is the reference: 650 is within H before it
-    assert keep_reference_window(h, 800.0, 160.0) == h  # none is H old
-
-
 @pytest.mark.parametrize(("now", "expected"), [(1000.0, 1), (970.0, 0), (950.0, None)])
 def test_reference_index(now: float, expected: int | None) -> None:
     # docstring: readings at 800, 840, 990, H = 160 s
     assert reference_index(((800.0, 1.0), (840.0, 2.0), (990.0, 2.5)), now, 160.0) == expected
 
 
-@pytest.mark.parametrize(("index", "expected"), [(2, 3.0), (1, 4.0), (0, 2.0)])
-def test_base_demand(index: int, expected: float) -> None:
-    # docstring: at 840 the level (2 + 4 + 3) / 3 = 3.0 and the base 3.0; at 800 level 3.0, base 4.0
-    assert base_demand(((700.0, 2.0), (800.0, 4.0), (840.0, 3.0)), index, 160.0) == pytest.approx(expected)
+@pytest.mark.parametrize(("index", "expected"), [(3, (1, 3.0)), (2, (0, 4.0)), (0, (0, 1.0))])
+def test_reference_base(index: int, expected: tuple[int, float]) -> None:
+    # docstring: for 840 the readings since 680, level 3.0: (1, 3.0); for 800 650 counts too,
+    # level 2.33, base 4.0: (0, 4.0); the oldest alone is its own level
+    got = reference_base(((650.0, 1.0), (700.0, 2.0), (800.0, 4.0), (840.0, 3.0)), index, 160.0)
+    assert got == (expected[0], pytest.approx(expected[1]))
 
 
-@pytest.mark.parametrize(
-    ("now", "demand_now", "expected"),
-    [(1000.0, 4.5, math.log(1.5)), (850.0, 4.5, None), (1000.0, 0.0, None), (1000.0, math.nan, None)],
-)
-def test_log_growth(now: float, demand_now: float, expected: float | None) -> None:
-    # docstring: reference 840, its base 3.0 (the level of 700, 800, 840), D_now 4.5: ln 1.5; at 850: None
-    got = log_growth(((700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5)), now, demand_now, 160.0)
-    assert got == (None if expected is None else pytest.approx(expected))
+def test_track_headroom_grows_from_the_base_and_keeps_what_the_next_base_needs() -> None:
+    # readings at 650, 700, 800, 840, 990, H = 160 s, D 4.5 at 1000: the reference is 840, its
+    # base 3.0 (the level of 700, 800, 840): growth ln 1.5; 650 is no longer needed
+    s = SloState(demand_history=((650.0, 1.0), (700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5)))
+    out = track_headroom(s, 4.5, 1000.0, 160.0, 1800.0)
+    assert out.growth_mean == pytest.approx(math.log(1.5)) and out.growth_samples == 1
+    assert out.demand_history == ((700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5), (1000.0, 4.5))
+    # no reading H old yet (800 is 100 s old at 900): a reading, no sample
+    young = SloState(demand_history=((800.0, 4.0), (840.0, 3.0)))
+    out = track_headroom(young, 4.5, 900.0, 160.0, 1800.0)
+    assert out.growth_samples == 0 and out.demand_history == ((800.0, 4.0), (840.0, 3.0), (900.0, 4.5))
 
 
 @pytest.mark.parametrize(
