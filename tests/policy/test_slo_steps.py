@@ -7,6 +7,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from autoscaler.policy import Observation, PolicyParams
@@ -19,6 +21,7 @@ from autoscaler.policy.demand import Demand
 from autoscaler.policy.forecast import Forecast
 from autoscaler.policy.headroom import (
     COLD_START_SD,
+    READINGS_PER_LEAD_TIME,
     demand_units,
     headroom_ratio,
     base_ratio,
@@ -460,6 +463,35 @@ def test_track_headroom_docstring_example() -> None:
     assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.5)), 1, 1000.0)
     assert track_headroom(s, 3.0, 995.0, 160.0, 1800.0) is s  # 5 s after the newest: no reading yet
     assert track_headroom(SloState(), 0.0, 1000.0, 160.0, 1800.0) == SloState()  # nothing to log
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.5, 60.0), st.floats(0.01, 1e4)), min_size=1, max_size=60),
+       st.floats(30.0, 900.0), st.floats(0.01, 1e4), st.floats(0.0, 120.0))
+def test_headroom_base_properties(steps: list[tuple[float, float]], lead: float, demand_now: float, after: float) -> None:
+    # any time-ordered history of positive readings: the base ratio is >= 1 and finite; a
+    # reference's base lies between its own demand and the largest reading; a reading keeps the
+    # history time-ordered, the growth finite, and drops no reading the next base needs
+    t, history = 10_000.0, []
+    for gap, d in steps:
+        t += gap
+        history.append((t, d))
+    h = tuple(history)
+    now = t + after
+    ratio = base_ratio(h, now, demand_now, lead)
+    assert 1.0 <= ratio < math.inf
+    ref = reference_index(h, now, lead)
+    if ref is not None:
+        first, base = reference_base(h, ref, lead)
+        assert first <= ref and h[ref][1] <= base <= max(d for _, d in h[first:ref + 1]) * (1 + 1e-12)  # a mean's rounding
+    out = track_headroom(SloState(demand_history=h), demand_now, now, lead, 1800.0)
+    kept = out.demand_history
+    assert all(b[0] > a[0] for a, b in zip(kept, kept[1:], strict=False))
+    assert math.isfinite(out.growth_mean) and out.growth_variance >= 0.0
+    if now - h[-1][0] >= lead / READINGS_PER_LEAD_TIME and ref is not None:  # a reading was taken
+        assert kept[-1] == (now, demand_now)
+        assert kept[0][0] >= h[ref][0] - lead  # only what the reference's base averages, and newer
+        assert kept[:-1] == h[reference_base(h, ref, lead)[0]:]
 
 
 def run_demand(series: list[float], lead: float = 300.0, tick: float = 15.0) -> SloState:
