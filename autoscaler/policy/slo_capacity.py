@@ -520,5 +520,5 @@ def add_headroom(signal: SloSignal, policy: PolicyParams, lead_seconds: float, n
         return 1.0, signal.state
     state = track_headroom(signal.state, signal.demand_units, now, lead_seconds, policy.headroom_half_life_seconds)
     growth = headroom_ratio(state, policy.slo.attainment_target, policy.headroom_max_ratio, not signal.slack)
-    level = base_ratio(state.demand_history, now, signal.demand_units, lead_seconds)
-    return min(policy.headroom_max_ratio, growth * level), state
+    above = base_ratio(state.demand_history, now, signal.demand_units, lead_seconds)
+    return min(policy.headroom_max_ratio, growth * above), state
