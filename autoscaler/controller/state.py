@@ -12,8 +12,9 @@ no SLO state) are read.
      "slo": {...SloState.to_dict(), rounded, without the demand readings...}}
 
 The SLO state is kept rounded to `SLO_DIGITS` significant digits, its sample count capped at
-what the headroom reads (`MIN_SAMPLES`), without its demand readings (they span one lead
-time and are refilled within it), and with the probe's slow start kept as whether it has ended
+what the headroom reads (`MIN_SAMPLES`), without its demand readings (they span about two lead
+times and are refilled within them: after a restart the first growth sample waits one lead time
+and its base averages the readings since), and with the probe's slow start kept as whether it has ended
 (a restart during it starts its step over from the base; its count moves every probe tick):
 the entry then changes only when what was learned moves by several percent, not at every
 reading, so the ConfigMap is not rewritten every tick. Worked example: a learned 15,234.7 prompt
