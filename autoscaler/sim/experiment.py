@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from autoscaler.baselines.interface import Policy
 from autoscaler.sim import policies as registry
-from autoscaler.sim import lead_bound
+from autoscaler.sim import lead_bound, start_ceiling
 from autoscaler.sim.bound import attainment_grid, deadlines, seed_bound
 from autoscaler.sim.startup import least_load_s, least_provision_s
 from autoscaler.sim.executor import make_executor
@@ -516,6 +516,14 @@ def bound_job(sc: Scenario, seed: int) -> list[float]:
     """One seed's lower bound, GPU-hours on `bound.attainment_grid()`, executed in a worker."""
     prep = prepared_for(sc, seed)
     return [float(x) for x in bound_of(prep)]
+
+
+def ceiling_job(sc: Scenario, seed: int) -> dict[str, float]:
+    """One seed's ceiling from the protocol's start (`start_ceiling.ceiling`), in a worker:
+    seal_s, due, misses, requests and attainment."""
+    prep = prepared_for(sc, seed)
+    c = start_ceiling.ceiling(prep.trace, prep.profile, prep.cfg)
+    return {"seal_s": c.seal_s, "due": c.due, "misses": c.misses, "requests": c.requests, "attainment": c.attainment}
 
 
 def bound_of(prep: Prepared, lead_time: bool = True) -> npt.NDArray[np.float64]:

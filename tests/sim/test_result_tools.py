@@ -83,14 +83,17 @@ def test_slo_defaults_bars() -> None:
     # reaches 99 %): half-gap bar 4 + 0.5 x (8 - 4) = 6; 1.25 x bound = 5. Mean 99.5 % at 5.5 GPU-h:
     # reached, half-gap met, 1.25 x bound missed.
     doc = _sweep_doc(4.0, {"queue-lead": 5.0, "static": 8.0, "keda": 9.0, "hpa": None})
-    r = tool.row("s", [_outcome(0, 0.995, 5.0), _outcome(1, 0.995, 6.0)], doc)
+    r = tool.row("s", [_outcome(0, 0.995, 5.0), _outcome(1, 0.995, 6.0)], doc, [1.0, 0.9995])
     assert r["best_baseline"] == {"policy": "static", "cost": 8.0}
+    assert r["reachable_from_start"] and r["start_ceiling"]["mean"] == pytest.approx(0.99975)
     assert r["half_gap_bar"] == pytest.approx(6.0) and r["bound_bar"] == pytest.approx(5.0)
     assert (r["reached"], r["half_gap_met"], r["bound_bar_met"]) == (True, True, False)
     # Below the attainment target no cost bar is met, however cheap.
-    r = tool.row("s", [_outcome(0, 0.98, 1.0), _outcome(1, 0.985, 1.0)], doc)
+    # One seed's ceiling from the start below the target: not reachable from the start.
+    r = tool.row("s", [_outcome(0, 0.98, 1.0), _outcome(1, 0.985, 1.0)], doc, [0.995, 0.968])
     assert (r["reached"], r["half_gap_met"], r["bound_bar_met"]) == (False, False, False)
-    assert "| s | 98.2 [" in tool.markdown([r])
+    assert not r["reachable_from_start"]
+    assert "| s | 98.2 [" in tool.markdown([r]) and "| 98.2 [" in tool.markdown([r]).split("| s | 98.2 [")[1]
 
 
 def test_replace_policy_swaps_one_entry_and_refuses_another_experiment() -> None:
@@ -252,6 +255,8 @@ def test_slo_defaults_on_a_scenario_never_seen(tmp_path: Path) -> None:
     assert r["scenario"] == "unseen" and r["seeds"] == [0, 1, 2] and r["best_baseline"] is None
     assert 0.0 < r["lower_bound"] <= r["gpu_hours_nodes"]["mean"]  # a bound: never above a policy's cost
     assert 0.0 <= r["slo_attainment"]["mean"] <= 1.0 and r["half_gap_bar"] is None
+    # the ceiling from the start is measured per seed and never below what the run reached
+    assert r["slo_attainment"]["mean"] <= r["start_ceiling"]["mean"] <= 1.0
     assert "| unseen |" in out.with_suffix(".md").read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\ntrace: t.csv\nknobs: {queue-lead: [1]}\n")
