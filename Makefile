@@ -79,8 +79,8 @@ experiments: venv
 			--output-file simulations/results/$$s.json --markdown simulations/results/$$s.md \
 			--plot simulations/results/$$s.png || exit 1; \
 	done
-	$(PY) simulations/tools/summary.py
 	$(PY) simulations/tools/slo_defaults.py --jobs $(JOBS)
+	$(PY) simulations/tools/summary.py
 
 # The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
 tuning: venv

@@ -1,6 +1,7 @@
 """Merge every published sweep (simulations/results/*.json of the docs/benchmark.md schema) into
 one table, simulations/results/summary.md: per scenario, each policy's node GPU-hours at the
-protocol's attainment targets (means over seeds, 95 % intervals) and the lower bound.
+protocol's attainment targets (means over seeds, 95 % intervals), the lower bound, and the
+ceiling from the start that simulations/results/slo-defaults.json measured (when it is there).
 
     python simulations/tools/summary.py [--results simulations/results] [--out simulations/results/summary.md]
 
@@ -35,6 +36,16 @@ def load(results: Path) -> list[dict[str, Any]]:
     return docs
 
 
+def ceilings(results: Path) -> dict[str, dict[str, Any]]:
+    """Each scenario's attainment ceiling from the protocol's start (`start_ceiling` of the rows of
+    slo-defaults.json, written by simulations/tools/slo_defaults.py); {} without that file."""
+    path = results / "slo-defaults.json"
+    if not path.exists():
+        return {}
+    rows = json.loads(path.read_text()).get("rows", [])
+    return {r["scenario"]: r["start_ceiling"] for r in rows if isinstance(r, dict) and r.get("start_ceiling")}
+
+
 def _cell(v: dict[str, Any] | None) -> str:
     if v is None:
         return "not reached"
@@ -42,7 +53,7 @@ def _cell(v: dict[str, Any] | None) -> str:
     return f"{v['mean']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "")
 
 
-def markdown(docs: list[dict[str, Any]]) -> str:
+def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | None = None) -> str:
     lines = ["# Benchmark summary", "",
              "Node GPU-hours to reach each SLO attainment target, on each policy's cost frontier (means over "
              "seeds, 95 % Student-t intervals in brackets; docs/benchmark.md). `lower bound`: no autoscaler can "
@@ -62,6 +73,13 @@ def markdown(docs: list[dict[str, Any]]) -> str:
         lb = doc["lower_bound"]["cost_at"]
         lines.append("| lower bound | " + " | ".join(f"{lb[t]:.3g}" for t in targets) + " |")
         lines += ["", winners_line(doc), ""]
+        top = (ceiling or {}).get(doc["scenario"])
+        if top is not None:
+            ci = top.get("ci95")
+            lines += [f"Ceiling from the start: {100 * top['mean']:.3g} %"
+                      + (f" [{100 * ci[0]:.3g}, {100 * ci[1]:.3g}]" if ci else "")
+                      + " of requests at most for every autoscaler, measured (they start from the protocol's fleet; "
+                      "the static fleet starts at its size): docs/benchmark.md#the-ceiling-from-the-start.", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -70,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--out", type=Path, default=RESULTS / "summary.md")
     args = ap.parse_args(argv)
-    text = markdown(load(args.results))
+    text = markdown(load(args.results), ceilings(args.results))
     with atomic_path(args.out) as tmp:
         tmp.write_text(text)
     print(f"summary: {args.out}")

@@ -143,6 +143,13 @@ def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any],
     assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
     text = (tmp_path / "summary.md").read_text()
     assert "## demo" in text and "| lower bound |" in text and "| queue-lead |" in text
+    assert "Ceiling from the start" not in text  # no slo-defaults.json: no ceiling line
+    # with slo_defaults' rows beside the sweeps, each scenario gets its ceiling from the start
+    row = {"scenario": "demo", "start_ceiling": {"mean": 0.9677, "ci95": [0.9672, 0.9682]}}
+    (tmp_path / "slo-defaults.json").write_text(json.dumps({"rows": [row, {"scenario": "other", "start_ceiling": None}]}))
+    assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
+    text = (tmp_path / "summary.md").read_text()
+    assert "Ceiling from the start: 96.8 % [96.7, 96.8] of requests at most" in text
 
 
 def test_the_protocol_names_scenario_files_that_read_the_repository_traces() -> None:
