@@ -141,6 +141,7 @@ class Controller:
         # The state ConfigMap as last read or written (None: to be read before any write), and
         # the entries it held when read, parsed.
         self._stored: StoredState | None = None
+        self._stored_name: str | None = None  # the ConfigMap `_stored` was read from or written to
         self._records: dict[str, Any] = {}
         self._state_conflict: KubeConflict | None = None  # this tick's, if any: read again next tick
         self._led = False  # whether this replica led at the previous tick
@@ -463,9 +464,9 @@ class Controller:
         """Read the state ConfigMap unless it is known (read or written since this replica last
         started leading); fold what it keeps into the states in memory. A replica that cannot
         read it keeps trying, and never writes it nor scales down before it has."""
-        if self._stored is not None:
-            return
         name = self.watcher.current.controller.state_configmap
+        if self._stored is not None and self._stored_name == name:
+            return
         try:
             stored = self.kube.read_state(self.controller_namespace, name)
         except KubeError as exc:
@@ -484,7 +485,7 @@ class Controller:
             if record is not None:
                 self.states[(ns, dep)] = from_record(record, state)
         self._records = records
-        self._stored = stored
+        self._stored, self._stored_name = stored, name
 
     def _initial_state(self, ns: str, name: str) -> PolicyState:
         record = self._records.get(state_key(ns, name))
@@ -519,6 +520,10 @@ class Controller:
         except KubeConflict as exc:
             self.log.warning("state_conflict", configmap=name, error=str(exc))
             self._stored, self._state_conflict = None, exc
+            return exc
+        except KubeNotFound as exc:  # deleted since it was read: read it again (and create it) next tick
+            self.log.warning("state_gone", configmap=name, error=str(exc))
+            self._stored = None
             return exc
         except KubeError as exc:
             self.log.warning("state_unwritable", configmap=name, error=str(exc))

@@ -505,3 +505,77 @@ def test_a_state_conflict_holds_every_later_scale_write_of_the_tick(
     outcomes = controller(path, kube, prometheus).tick()
     assert [(o.deployment, o.action) for o in outcomes] == [(NAME, "conflict"), ("other", "conflict")]
     assert kube.called("set_replicas") == [] and len(kube.called("write_state")) == 1
+
+
+def fresh(replicas: int, load: dict[str, float], clock: Clock) -> dict[tuple[str, str], PodMetrics]:
+    """`fleet`, its samples 2 s old at the clock's time."""
+    return {(NS, f"{NAME}-{i}"): pod_metrics(load, clock.now - 2) for i in range(replicas)}
+
+
+def test_a_state_configmap_deleted_under_the_controller_is_read_again_and_recreated(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """4 -> 3 recorded at resourceVersion 100; then someone deletes the ConfigMap. The next
+    scale-down's record is refused (404): that tick holds, and the next reads it again (gone),
+    creates it and scales down. It used to replace on the deleted resourceVersion for ever, so no
+    scale-down went out again until a restart."""
+    clock = Clock()
+    c = controller(config, kube, prometheus, clock=clock)
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
+    assert one(c.tick()).action == "patched"
+
+    clock.now += 300
+    kube.script("snapshot", cluster(3, rv="42"))
+    prometheus.script("fetch", fresh(3, IDLE, clock))
+    gone = KubeNotFound('404: configmaps "vllm-queue-autoscaler-state" not found', verb="update",
+                        resource="configmaps")
+    kube.script("write_state", gone)
+    outcome = one(c.tick())
+    assert outcome.action == "error" and kube.called("write_state")[-1].args["previous"].resource_version == "100"
+    assert [w.method for w in kube.writes].count("set_replicas") == 1  # not sent unrecorded
+    # (no FailedRescale Event for a 404: the next tick mends it)
+
+    clock.now += 15
+    kube.script("snapshot", cluster(3, rv="42"))
+    prometheus.script("fetch", fresh(3, IDLE, clock))
+    kube.script("read_state", stored(resource_version=None))  # read again: it does not exist
+    kube.script("write_state", "200").script("set_replicas", True).script("emit_event", {})
+    assert one(c.tick()).action == "patched"
+    recreate = kube.called("write_state")[-1]
+    assert recreate.args["previous"].resource_version is None  # a create, not a replace
+    assert kube.called("set_replicas")[-1].args["replicas"] == 2
+    kube.verify()
+
+
+def test_a_renamed_state_configmap_is_read_before_it_is_written(
+    tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """A live reload that renames `controller.state_configmap`: the next tick reads the new
+    ConfigMap and writes it on its own resourceVersion, never on the old one's (a 404 for ever)."""
+    path = tmp_path / "autoscaler.yaml"
+
+    def write(name: str) -> None:
+        path.write_text(yaml.safe_dump({"controller": {"state_configmap": name}, "targets": [{
+            "namespace": NS, "deployment": NAME, "max_replicas": 8,
+            "scale_down_window_seconds": 0, "scale_down_window_lead_times": 0}]}))
+
+    write("state-a")
+    clock = Clock()
+    c = controller(path, kube, prometheus, clock=clock)
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
+    assert one(c.tick()).action == "patched"
+    assert kube.called("read_state")[-1].args["configmap_name"] == "state-a"
+
+    write("state-b")
+    clock.now += 300
+    kube.script("snapshot", cluster(3, rv="42"))
+    prometheus.script("fetch", fresh(3, IDLE, clock))
+    kube.script("read_state", stored({}, "7"))
+    kube.script("write_state", "8").script("set_replicas", True).script("emit_event", {})
+    assert one(c.tick()).action == "patched"
+    assert kube.called("read_state")[-1].args["configmap_name"] == "state-b"
+    last = kube.called("write_state")[-1]
+    assert (last.args["configmap_name"], last.args["previous"].resource_version) == ("state-b", "7")
+    kube.verify()
