@@ -19,7 +19,9 @@ and its base averages the readings since), and with the probe's slow start kept 
 the entry then changes only when what was learned moves by several percent, not at every
 reading, so the ConfigMap is not rewritten every tick. Worked example: a learned 15,234.7 prompt
 tokens/s is kept as 15,000; a headroom growth variance of 0.0123456 as 0.012; 57 samples as 20;
-a slow start 5 probes in as 0, one that has ended as ended (None).
+a slow start 5 probes in as 0, one that has ended as ended (None). The growth statistics are
+kept without their time; after a restart the first sample only starts their clock
+(`headroom.update_moments`), so what was learned carries on.
 """
 
 from __future__ import annotations

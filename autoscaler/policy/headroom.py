@@ -124,13 +124,19 @@ def update_moments(moments: Moments, growth: float, now: float, half_life_second
     """Exponentially weighted mean and variance of the log-growth; a sample's weight is
     1 - 2^(-dt / half-life), dt since the last sample (a first sample sets the mean).
 
+    Moments restored after a restart (samples, no time: the state ConfigMap does not keep it)
+    are kept: the first sample after it only starts the clock.
+
     Worked example: mean 0.1, variance 0.01, updated 1800 s ago, half-life 1800 s: weight 0.5;
     a sample 0.3: delta 0.2, mean 0.2, variance 0.5 x (0.01 + 0.5 x 0.04) = 0.015.
-    A sample at the same `now` as the last one changes nothing.
+    A sample at the same `now` as the last one changes nothing. Restored (0.1, 0.01, 20
+    samples, no time), a sample 0.3 at 1000: (0.1, 0.01, 20, 1000).
     """
     mean, variance, samples, updated_at = moments
-    if updated_at is None or samples == 0:
+    if samples == 0:
         return growth, 0.0, 1, now
+    if updated_at is None:
+        return mean, variance, samples, now
     dt = now - updated_at
     if dt <= 0:
         return moments

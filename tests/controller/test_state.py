@@ -69,6 +69,20 @@ SLO = SloState(cold_start=(15_000.0, 3_000.0), capacity_prompt_tokens_per_second
                growth_mean=0.0123456, growth_variance=0.0123456, growth_samples=57, growth_updated_at=960.0)
 
 
+def test_the_headroom_s_growth_statistics_outlive_the_first_samples_after_a_restart() -> None:
+    # Restored: mean 0.012, variance 0.012, 20 samples, no time. Readings every H / 16 (H = 160 s)
+    # for two lead times give the first growth samples; the restored moments must carry on, not
+    # be replaced by the first sample (found in review: 1 sample, variance 0, the cold floor
+    # back, the headroom 28 % lower after every restart).
+    from autoscaler.policy.headroom import track_headroom
+
+    slo = from_record(json.loads(json.dumps(to_record(PolicyState(slo=SLO))))).slo
+    for k in range(40):
+        slo = track_headroom(slo, 2.0 + 0.01 * k, 10_000.0 + 10.0 * k, 160.0, 1800.0)
+    assert slo.growth_samples > 20 and slo.growth_updated_at is not None
+    assert slo.growth_variance > 0.005 and abs(slo.growth_mean - 0.012) < 0.01
+
+
 def test_the_learned_slo_capacity_survives_rounded_without_its_readings() -> None:
     # The module docstring's example: 15,234.7 -> 15,000 (2 significant digits), 0.0123456 ->
     # 0.012, 57 samples -> 20 (all the headroom reads); the demand readings are taken again.

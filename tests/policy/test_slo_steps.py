@@ -432,6 +432,8 @@ def test_update_moments() -> None:
     assert update_moments((0.1, 0.01, 5, 0.0), 0.3, 1800.0, 1800.0) == pytest.approx((0.2, 0.015, 6, 1800.0))
     assert update_moments((0.1, 0.01, 5, 1800.0), 0.3, 1800.0, 1800.0) == (0.1, 0.01, 5, 1800.0)  # same now
     assert update_moments((0.0, 0.0, 0, None), 0.3, 1800.0, 1800.0) == (0.3, 0.0, 1, 1800.0)  # first sample
+    # docstring: moments restored after a restart (no time) are kept; the sample starts the clock
+    assert update_moments((0.1, 0.01, 20, None), 0.3, 1000.0, 1800.0) == (0.1, 0.01, 20, 1000.0)
 
 
 @pytest.mark.parametrize(
