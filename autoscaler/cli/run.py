@@ -51,7 +51,8 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
 @output_option(TEXT, JSON)
 @click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True,
               help="Least severe log line written.")
-@click.option("--metrics-port", type=int, default=None, help="Port of /metrics, /healthz, /readyz (default: config).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Port of /metrics, /healthz, /readyz (default: config).")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address to serve them on.")
 @click.option(
     "--leader-elect/--no-leader-elect", default=False, show_default=True,
@@ -127,14 +128,9 @@ def run(
         prometheus_factory=factory,
     )
     server: HealthServer | None = None
-    if not once:
-        port = watcher.current.controller.metrics_port if metrics_port is None else metrics_port
 
-        def healthy() -> bool:
-            return controller.healthy() and (elector is None or elector.healthy())
-
-        server = HealthServer(metrics, healthy, controller.ready, host=metrics_host, port=port).start()
-        controller.log.info("serving", port=server.port, paths=["/metrics", "/healthz", "/readyz"])
+    def healthy() -> bool:
+        return controller.healthy() and (elector is None or elector.healthy())
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         controller.log.info("stopping", signal=signal.Signals(signum).name)
@@ -143,6 +139,14 @@ def run(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
+        if not once:
+            port = watcher.current.controller.metrics_port if metrics_port is None else metrics_port
+            try:
+                server = HealthServer(metrics, healthy, controller.ready, host=metrics_host, port=port).start()
+            except (OSError, OverflowError) as exc:  # a port in use, an address not of this host
+                click.echo(f"error: cannot serve /metrics on {metrics_host[:200]!r} port {port}: {exc}", err=True)
+                sys.exit(2)
+            controller.log.info("serving", port=server.port, paths=["/metrics", "/healthz", "/readyz"])
         if once:
             outcomes = controller.tick()
             if output == JSON:

@@ -126,3 +126,32 @@ def test_config_rejected_is_logged_with_the_problem(
         assert any("max_replicas = 0" in p for p in line["problems"]), line
     finally:
         h.close()
+
+
+def test_a_metrics_address_that_cannot_be_served_is_one_line_and_exit_2(
+    kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    """A port out of range, a port in use, a host name that does not resolve: one line, exit 2,
+    no traceback, no write (found in review: an OverflowError or gaierror traceback, exit 1)."""
+    import socket
+
+    seed_cluster(kube_server, replicas=4)
+    config = good_config(tmp_path / "autoscaler.yaml", "http://127.0.0.1:9")
+    base = ("run", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        cases = {
+            ("--metrics-port", "99999"): "99999 is not in the range 1<=x<=65535",
+            ("--metrics-host", "127.0.0.1", "--metrics-port", port): "address already in use",
+            ("--metrics-host", "no.such.host.invalid", "--metrics-port", port):
+                "cannot serve /metrics on 'no.such.host.invalid'",
+        }
+        for extra, message in cases.items():
+            result = run_cli(*base, *extra)
+            assert result.returncode == 2, result
+            assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert [r.method for r in kube_server.requests if r.method not in ("GET", "HEAD")] == []
+    assert replicas(kube_server) == 4
