@@ -579,3 +579,20 @@ def test_a_renamed_state_configmap_is_read_before_it_is_written(
     last = kube.called("write_state")[-1]
     assert (last.args["configmap_name"], last.args["previous"].resource_version) == ("state-b", "7")
     kube.verify()
+
+
+def test_a_deployment_above_its_maximum_goes_to_it_even_without_metrics(
+    tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """The bounds are the operator's, not a reading: 6 replicas under max_replicas 4 go to 4 with
+    Prometheus down, as HPA does (kubernetes pkg/controller/podautoscaler/horizontal.go,
+    reconcileAutoscaler: "Current number of replicas above Spec.MaxReplicas" before any metric
+    is computed). The one scale-down on missing data, named for what it is."""
+    path = tmp_path / "autoscaler.yaml"
+    path.write_text(yaml.safe_dump({"targets": [{"namespace": NS, "deployment": NAME, "max_replicas": 4}]}))
+    reads(kube, prometheus, cluster(6), PrometheusUnavailable("connection refused"))
+    kube.script("write_state", STORED).script("set_replicas", True).script("emit_event", {})
+    outcome = one(controller(path, kube, prometheus).tick())
+    assert (outcome.action, outcome.decision.desired_replicas, outcome.decision.reason.value) == (
+        "patched", 4, "scale_down_max_replicas")
+    kube.verify()
