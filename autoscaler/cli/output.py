@@ -17,6 +17,7 @@ import json
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -125,3 +126,27 @@ def format_value(value: object) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return str(value)
+
+
+def check_output_path(flag: str, path: str | None, suffix: str | None = None, make_folder: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written: `suffix` not its own
+    (`.png`: matplotlib picks the format by it), a directory, a folder that does not exist
+    (`make_folder`: made now, as the command would after its run) or cannot be written. One
+    line, exit 2."""
+    if path is None or path == STDOUT:
+        return
+    target = Path(path)
+    if suffix is not None and target.suffix.lower() != suffix:
+        fail(f"{flag} {path}: must end in {suffix}")
+    if target.is_dir():
+        fail(f"{flag} {path}: is a directory; give a file")
+    folder = target.parent
+    if make_folder:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(f"{flag} {path}: cannot make its folder: {exc.strerror or exc}")
+    if not folder.is_dir():
+        fail(f"{flag} {path}: no such folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        fail(f"{flag} {path}: cannot write in {folder}")

@@ -21,6 +21,8 @@ from autoscaler.cli.values import parse_duration, parse_target, parse_time
 MAX_STEPS = 5_000_000
 """Steps of one recording (a month at 1 s is 2.6 million)."""
 MAX_TOKEN_CHARS = 65_536
+MIN_STEP_SECONDS = 0.001
+"""Prometheus' query resolution (a millisecond)."""
 
 
 @click.command("record")
@@ -54,10 +56,8 @@ def record(
     try:
         namespace, deployment = parse_target(target)
         step_seconds = parse_duration(step)
-        if not step_seconds > 0:
-            raise ValueError("--step must be > 0")
-        if not math.isfinite(step_seconds):
-            raise ValueError(f"--step {step}: must be finite")
+        if not step_seconds >= MIN_STEP_SECONDS:
+            raise ValueError(f"--step {step[:100]}: must be at least {MIN_STEP_SECONDS * 1000:g} ms (Prometheus' resolution)")
         window = parse_duration(rate_window)
         if window < 1 or window != int(window):
             raise ValueError("--rate-window must be a whole number of seconds >= 1")

@@ -7,6 +7,9 @@ line `error: ...` to stderr and exits 2.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,6 +18,7 @@ from autoscaler.cli.errors import fail
 from autoscaler.cli.output import (
     JSON,
     TEXT,
+    check_output_path,
     console,
     no_progress_option,
     output_file_option,
@@ -23,7 +27,7 @@ from autoscaler.cli.output import (
     require_extra,
     resolve_output_file,
 )
-from autoscaler.config.atomic import atomic_path
+from autoscaler.config.atomic import atomic_paths
 from autoscaler.cli.values import parse_target
 
 
@@ -59,6 +63,10 @@ def replay(
     from autoscaler.replay.report import plot, print_report, to_json, write_json
 
     fmt, json_out = resolve_output_file(output, output_file, json_alias)
+    check_output_path("--output-file", json_out)
+    check_output_path("--plot", plot_out, ".png")
+    if json_out and plot_out and os.path.abspath(json_out) == os.path.abspath(plot_out):
+        fail(f"--output-file and --plot are the same file: {json_out}")
     if plot_out:
         require_extra("matplotlib", "replay", "--plot")
     if recorded_policy is not None:
@@ -70,8 +78,12 @@ def replay(
     if not 0 <= seed < 2**63:
         fail(f"--seed {seed}: must be 0 .. 2^63 - 1")
     try:
+        target = parse_target(target_text) if target_text else None
+    except ValueError as exc:
+        fail(str(exc))
+    try:
         recording = read_recording(metrics)
-        ns, name = parse_target(target_text) if target_text else (recording.header.namespace, recording.header.deployment)
+        ns, name = target if target else (recording.header.namespace, recording.header.deployment)
         if not ns or not name:
             raise RecordingError(f"{metrics}: the recording names no target: pass --target NAMESPACE/DEPLOYMENT")
         policies = [check_baseline(c, load_policy(c, ns, name)) for c in configs]
@@ -105,13 +117,16 @@ def replay(
             doc["counterfactual"] = closed
     if doc is not None and not text:
         print_json(doc, indent=1, default=str)
+    writers: list[tuple[str, Callable[[Path], object]]] = []
+    if json_out and doc is not None:
+        document: dict[str, Any] = doc
+        writers.append((json_out, lambda tmp: write_json(tmp, document)))
+    if plot_out:
+        writers.append((plot_out, lambda tmp: plot(tmp, recording, replays)))
     try:
-        if json_out and doc is not None:
-            with atomic_path(json_out) as tmp:  # whole or not at all (`config.atomic`)
-                write_json(tmp, doc)
-        if plot_out:
-            with atomic_path(plot_out) as tmp:
-                plot(tmp, recording, replays)
+        with atomic_paths([p for p, _ in writers]) as tmps:  # all whole or none (`config.atomic`)
+            for tmp, (_, write) in zip(tmps, writers):
+                write(tmp)
     except OSError as exc:
         fail(f"cannot write output: {exc}")
 

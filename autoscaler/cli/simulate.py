@@ -17,6 +17,7 @@ from autoscaler.cli.errors import fail
 from autoscaler.cli.output import (
     JSON,
     TEXT,
+    check_output_path,
     console,
     no_progress_option,
     output_file_option,
@@ -25,7 +26,7 @@ from autoscaler.cli.output import (
     require_extra,
     resolve_output_file,
 )
-from autoscaler.config.atomic import atomic_path
+from autoscaler.config.atomic import atomic_paths
 
 if TYPE_CHECKING:
     from autoscaler.sim.experiment import Prepared, Protocol, Scenario
@@ -85,6 +86,9 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     from dataclasses import replace
 
     fmt, json_out = resolve_output_file(output, output_file, json_alias)
+    for flag, path, suffix in (("--output-file", json_out, None), ("--markdown", md_out, None),
+                               ("--plot", plot_out, ".png")):
+        check_output_path(flag, path, suffix, make_folder=True)  # before the run, not after it
     outs = Outputs(fmt, json_out, md_out, plot_out, not no_progress)
     require_extra("numpy", "sim", "autoscaler simulate")
     require_extra("highspy", "sim", "autoscaler simulate")  # the sweep's lead-time bound (sim/lead_bound.py)
@@ -155,13 +159,18 @@ def _describe(prep: Prepared) -> str:
             f"peak needs {prep.peak_need} replicas")
 
 
-def _write(path: str | None, write: Callable[[Path], object]) -> None:
-    """Each output whole or not at all (a temporary file renamed over it, `config.atomic`)."""
-    if not path:
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        write(tmp)
+def _write(outputs: list[tuple[str | None, Callable[[Path], object]]]) -> None:
+    """Every output given whole, or none of them (`config.atomic.atomic_paths`); their folders
+    are made. A write that fails is one line and exit 2."""
+    given = [(p, w) for p, w in outputs if p]
+    try:
+        for p, _ in given:
+            Path(p).parent.mkdir(parents=True, exist_ok=True)
+        with atomic_paths([p for p, _ in given]) as tmps:
+            for tmp, (_, write) in zip(tmps, given):
+                write(tmp)
+    except OSError as exc:
+        fail(f"cannot write output: {exc}")
 
 
 def _single(sc: Scenario, prep: Prepared, outs: Outputs) -> None:
@@ -197,12 +206,12 @@ def _single(sc: Scenario, prep: Prepared, outs: Outputs) -> None:
         screen.print(rich_table(results, desc))
     else:
         print_json(doc, indent=1)
-    _write(outs.json_path, lambda tmp: tmp.write_text(json.dumps(doc, indent=1, default=float)))
-    _write(outs.md_path, lambda tmp: tmp.write_text(f"{desc}\n\n" + markdown(results)))
-    if outs.plot_path:
-        from autoscaler.sim.plot import plot
+    from autoscaler.sim.plot import plot
 
-        _write(outs.plot_path, lambda tmp: plot(results, tmp, desc))
+    _write([(outs.json_path, lambda tmp: tmp.write_text(json.dumps(doc, indent=1, default=float))),
+            (outs.md_path, lambda tmp: tmp.write_text(f"{desc}\n\n" + markdown(results))),
+            (outs.plot_path, lambda tmp: plot(results, tmp, desc))])
+    if outs.plot_path:
         click.echo(f"plot: {outs.plot_path}", err=not outs.text)
 
 
@@ -280,10 +289,10 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
         screen.print(md)
     else:
         print_json(doc, indent=1)
-    _write(outs.json_path, lambda tmp: tmp.write_text(json.dumps(doc, indent=1)))
-    _write(outs.md_path, lambda tmp: tmp.write_text(md))
-    if outs.plot_path:
-        from autoscaler.sim.plot import plot_frontier
+    from autoscaler.sim.plot import plot_frontier
 
-        _write(outs.plot_path, lambda tmp: plot_frontier(doc, tmp))
+    _write([(outs.json_path, lambda tmp: tmp.write_text(json.dumps(doc, indent=1))),
+            (outs.md_path, lambda tmp: tmp.write_text(md)),
+            (outs.plot_path, lambda tmp: plot_frontier(doc, tmp))])
+    if outs.plot_path:
         click.echo(f"plot: {outs.plot_path}", err=not outs.text)

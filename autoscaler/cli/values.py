@@ -4,13 +4,22 @@ Each parser raises `ValueError` with a one-line message naming what is allowed."
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d|w))")
 
 
 def parse_duration(text: str) -> float:
-    """`15s`, `1m30s`, `24h`, `7d`, or plain seconds -> seconds."""
+    """`15s`, `1m30s`, `24h`, `7d`, or plain seconds -> seconds (finite: `inf`, `1e400` are
+    refused)."""
+    total = _duration(text)
+    if not math.isfinite(total):
+        raise ValueError(f"not a finite duration: {text[:100]!r}")
+    return total
+
+
+def _duration(text: str) -> float:
     s = text.strip()
     try:
         return float(s)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -39,6 +39,16 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             tmp.unlink()
         raise
     _fsync_folder(folder)
+
+
+@contextlib.contextmanager
+def atomic_paths(paths: Sequence[str | os.PathLike[str]]) -> Iterator[list[Path]]:
+    """Several outputs of one command, all whole or none: each is written to its own temporary
+    file (`atomic_path`), and only when every write has succeeded is each renamed over its
+    path. A plot that fails after the JSON was written leaves neither (a reader never sees a
+    JSON document without the plot of the same run)."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(atomic_path(p)) for p in paths]
 
 
 def _mode_for(final: Path) -> int:

@@ -62,8 +62,9 @@ def print_report(
         f"[bold]{h.target}[/bold]: {len(recording.steps)} steps of {h.step_seconds:g} s, "
         f"{_ts(h.start)} .. {_ts(h.end)} UTC (open loop: the recorded spec replicas are current each tick)"
     )
-    for note in h.metadata.get("notes", []):
-        console.print(f"  [dim]note: {note}[/dim]")
+    notes = h.metadata.get("notes")
+    for note in notes if isinstance(notes, list) else []:  # metadata is free-form: a non-list is not shown
+        console.print(f"  [dim]note: {str(note)[:500]}[/dim]")
     two = len(replays) > 1
     labels = ["A", "B"][: len(replays)] if two else ["replay"]
     if two:

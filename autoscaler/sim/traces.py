@@ -31,6 +31,7 @@ import gzip
 import io
 import math
 import warnings
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,7 +278,7 @@ class ServeGenTrace(Trace):
                         _number(row, "rate_rps", where, 0.0, MAX_RATE_RPS), dist,
                         _number(row, "iat_shape", where, 0.0, 1e6, positive=True),
                         _number(row, "iat_scale", where, 0.0, 1e9, positive=True)))
-        except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        except (OSError, EOFError, UnicodeDecodeError, csv.Error, zlib.error) as exc:  # zlib: a corrupt body
             raise ValueError(f"{source}: cannot read: {exc}") from None
         if not windows:
             raise ValueError(f"{source}: no client windows")

@@ -447,10 +447,36 @@ def build(folder: Path, *, write_files: bool = True) -> list[Case]:
     record = ("record", "--prometheus", "http://127.0.0.1:9", "--target", "llm/qwen", "--out", str(folder / "r.gz"))
     for flags in (("--step", "1ms", "--since", "30d"), ("--step", "inf"), ("--end", "nan"), ("--end", "1e300"),
                   ("--timeout", "nan"), ("--start", "-1e300", "--end", "0"), ("--bearer-token-file", "/dev/zero"),
-                  ("--bearer-token-file", str(not_utf8))):
+                  ("--bearer-token-file", str(not_utf8)),
+                  # found by a fuzzer, 2026-12-04: each was a traceback
+                  ("--step", "1e-300"), ("--rate-window", "inf"), ("--rate-window", "1e400")):
         shown = " ".join(Path(f).name if f.startswith("/tmp") else f for f in flags)  # the same without files
         cases.append(Case(f"record-flag/{shown}", (*record, *flags)))
+    notes = write("rec-notes-null.jsonl.gz", _recording(_header(metadata={"notes": None}), [_step()]))
+    cases += _output_cases(folder, good_trace, notes)
     return cases
+
+
+def _output_cases(folder: Path, good_trace: Path, notes: Path) -> list[Case]:
+    """Targets and output paths found by a fuzzer (2026-12-04), each a traceback then: a target
+    without its namespace, a plot path matplotlib cannot name a format for, a folder that is a
+    file or cannot be made; and a recording whose free-form notes are not a list (accepted)."""
+    replay = ("replay", "--metrics", str(RECORDING), "--config", "hpa-queue", "--no-progress")
+    simulate = ("simulate", "--trace", str(good_trace), "--policy", "hpa-queue")
+    return [
+        Case("replay-flag/--target=no-namespace", (*replay, "--target", "bad")),
+        Case("replay-flag/--target=three-parts", (*replay, "--target", "a/b/c")),
+        Case("replay-flag/--plot=no-suffix", (*replay, "--plot", str(folder / "p"))),
+        Case("replay-flag/--plot=xyz", (*replay, "--plot", str(folder / "p.xyz"))),
+        Case("replay-flag/--plot=missing-folder", (*replay, "--output-file", str(folder / "r.json"),
+                                                   "--plot", "/nonexistent-dir/p.png")),
+        Case("simulate-flag/--plot=no-suffix", (*simulate, "--plot", str(folder / "p"))),
+        Case("simulate-flag/--output-file=under-a-file", (*simulate, "--output-file", f"{good_trace}/out.json")),
+        Case("simulate-flag/--markdown=proc", (*simulate, "--output-file", str(folder / "o1.json"),
+                                               "--markdown", "/proc/x/out.md")),
+        Case("replay/notes-null", ("replay", "--metrics", str(notes), "--config", "hpa-queue", "--no-progress"),
+             expect="run"),
+    ]
 
 
 def run_case(case: Case, timeout: float = 60.0) -> tuple[int | None, str, float, int]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.config.atomic import atomic_path
+from autoscaler.config.atomic import atomic_path, atomic_paths
 from autoscaler.replay.format import Header, Step, write_recording
 from autoscaler.replay.reader import read_recording
 
@@ -122,3 +122,23 @@ def test_atomic_path_writes_a_device_in_place() -> None:
     with atomic_path("/dev/null") as tmp:
         assert str(tmp) == "/dev/null"
         tmp.write_text("discarded")
+
+
+def test_several_outputs_are_all_written_or_none(tmp_path: Path) -> None:
+    """A command's JSON and its plot: when the plot fails after the JSON was written, neither is
+    renamed into place (found by a fuzzer: replay and simulate left the JSON of a run whose plot
+    failed); the file already there keeps its content; no temporary file is left."""
+    json_out, plot_out = tmp_path / "r.json", tmp_path / "r.png"
+    json_out.write_text("old")
+    with pytest.raises(ValueError, match="plot failed"):
+        with atomic_paths([json_out, plot_out]) as (j, p):
+            j.write_text("new")
+            raise ValueError("plot failed")
+    assert json_out.read_text() == "old" and not plot_out.exists()
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.json"]
+    with atomic_paths([json_out, plot_out]) as (j, p):
+        j.write_text("new")
+        p.write_bytes(b"png")
+    assert (json_out.read_text(), plot_out.read_bytes()) == ("new", b"png")
+    with atomic_paths([]) as none:
+        assert none == []

@@ -100,3 +100,14 @@ def test_materialized_servegen_trace_keeps_every_generated_chunk(tmp_path: Path)
         y = np.concatenate([getattr(c, f) for c in mat.chunks()])
         assert np.array_equal(x, y)
     assert mat._in.dtype == np.int32 and mat._out.dtype == np.int32 and mat.requests == x.size
+
+
+def test_a_corrupt_servegen_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    # a gzip whose body is damaged (not truncated): zlib.error used to escape as a traceback
+    prefix = _servegen(tmp_path)
+    gz = Path(f"{prefix}_client_windows.csv.gz")
+    raw = bytearray(gz.read_bytes())
+    raw[12:40] = bytes(28)  # the deflate stream, after the 10-byte header
+    gz.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="client_windows.csv.gz: cannot read"):
+        ServeGenTrace(prefix)
