@@ -170,6 +170,7 @@ def _read_csv(path: Path) -> npt.NDArray[np.float64]:
         raise FileNotFoundError(f"{path} not found.") from None  # as np.loadtxt said it
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    _check_header(path, raw)
     try:
         with warnings.catch_warnings():  # "input contained no data": said below, in one line
             warnings.simplefilter("ignore")
@@ -177,6 +178,21 @@ def _read_csv(path: Path) -> npt.NDArray[np.float64]:
     except ValueError as exc:
         raise ValueError(f"{path}: {' '.join(str(exc).split())} (expected arrival_s,input_tokens,output_tokens "
                          "numbers, one request a line)") from None
+
+
+CSV_HEADER: Final = ("arrival_s", "input_tokens", "output_tokens")
+
+
+def _check_header(path: Path, raw: bytes) -> None:
+    """The first line names the canonical columns in their order: columns read by position
+    from another order, or a file without a header (whose first request would be skipped),
+    would run on wrong numbers. Spaces and a UTF-8 BOM are allowed.
+
+    Example: `output_tokens,arrival_s,input_tokens` is refused, naming what it found."""
+    first = raw.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
+    if tuple(c.strip() for c in first.split(",")) != CSV_HEADER:
+        raise ValueError(f"{path}: header {first[:80]!r}: expected {','.join(CSV_HEADER)} "
+                         "(the canonical trace format, in that order)")
 
 
 def _check_rows(path: Path, data: npt.NDArray[np.float64]) -> None:

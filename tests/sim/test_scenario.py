@@ -31,7 +31,7 @@ def _write(tmp_path: Path, body: str) -> Path:
         (["--sweep", "--executor", "nowhere", "--knobs", "static=1"], "--executor 'nowhere': unknown"),
         (["--sweep", "--knobs", "kpa=1"], "--knobs kpa: not a policy of this sweep"),
         (["--sweep", "--policy", "oracle"], "--policy oracle: the protocol has no grid for it"),
-        (["--trace", "{bad}"], "expected 3 columns arrival_s,input_tokens,output_tokens"),
+        (["--trace", "{bad}"], "header 'a,b': expected arrival_s,input_tokens,output_tokens"),
         (["--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv not found"),
         (["--policy", "hpa-bogus"], "--policy: unknown policy hpa-bogus; known: queue-lead"),
         (["--sweep", "--knobs", "kpa=1,x"], "--knobs 'kpa=1,x': values must be numbers"),

@@ -111,3 +111,23 @@ def test_a_corrupt_servegen_file_is_one_line_naming_it(tmp_path: Path) -> None:
     gz.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="client_windows.csv.gz: cannot read"):
         ServeGenTrace(prefix)
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        ("arrival_s,input_tokens,output_tokens\n0.0,100,10\n", True),
+        ("\ufeffarrival_s, input_tokens, output_tokens\r\n0.0,100,10\n", True),  # a BOM, spaces, CRLF
+        ("output_tokens,arrival_s,input_tokens\n10,0.0,100\n", False),  # read by position: wrong numbers
+        ("0.0,100,10\n1.0,100,10\n", False),  # no header: the first request was skipped silently
+        ("", False),
+    ],
+)
+def test_the_csv_header_names_the_canonical_columns_in_order(tmp_path: Path, text: str, accepted: bool) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(text, encoding="utf-8")
+    if accepted:
+        assert CsvTrace(path).mean_lengths() == (100.0, 10.0)
+    else:
+        with pytest.raises(ValueError, match="expected arrival_s,input_tokens,output_tokens"):
+            CsvTrace(path)
