@@ -3,13 +3,19 @@ classic minimal manifest, the shipped deploy/ trees, the loader, the CLI's forma
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from autoscaler.cli import main
@@ -241,6 +247,51 @@ def _vllm_image(image: str) -> bool:
     return repository.endswith("vllm/vllm-openai")
 
 
+TWO_GPUS = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"')
+
+
+@pytest.mark.parametrize(("text", "old", "new", "rules"), [
+    # a field of the wrong type counts as absent: the finding its absence gives, never a traceback
+    (GOOD, "- {name: model-cache, mountPath: /cache}", '- "/cache"', ["VQA009"]),
+    (GOOD, "- {name: model-cache, mountPath: /cache}", "- 5", ["VQA009"]),
+    (GOOD, "- {name: model-cache, mountPath: /cache}", "- [/cache]", ["VQA009"]),
+    (TWO_GPUS, "- {name: dshm, mountPath: /dev/shm}", '- "/dev/shm"', ["VQA006"]),
+    (GOOD, "          volumeMounts:\n", '          volumeMounts: "/cache"\n          unused:\n', ["VQA009"]),
+    (GOOD, "          env:\n", "          env: 5\n          unused:\n", ["VQA009"]),
+    (GOOD, "      volumes:\n", "      volumes: [/cache]\n      unused:\n", ["VQA009"]),
+    (GOOD, "            limits: {memory: 34Gi, nvidia.com/gpu: \"1\"}", "            limits: [1]", ["VQA001"]),
+], ids=["mount-string", "mount-number", "mount-list", "shm-mount-string", "mounts-string", "env-number",
+        "volumes-strings", "limits-list"])
+def test_fields_of_the_wrong_type_count_as_absent(text: str, old: str, new: str, rules: list[str]) -> None:
+    assert text.count(old) == 1
+    assert [f.rule for f in findings_of(text.replace(old, new))] == rules
+
+
+def _node_paths(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every node under `node` (the root excluded)."""
+    if path:
+        yield path
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for key, child in children:
+        yield from _node_paths(child, (*path, key))
+
+
+@pytest.mark.parametrize("text", [GOOD, TWO_GPUS], ids=["one-gpu", "two-gpus"])
+def test_no_rule_fails_on_any_field_of_the_wrong_type(text: str) -> None:
+    """Every node of the clean manifest replaced in turn by a string, a number, a list of
+    strings, a mapping with a number key or null: each still lints (the fuzzer's finding was
+    `volumeMounts: ["/cache"]`)."""
+    manifest = yaml.safe_load(text)
+    for path in _node_paths(manifest):
+        for value in ("/cache", 7, ["/dev/shm"], {1: [2]}, None):
+            mutated = copy.deepcopy(manifest)
+            parent = mutated
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+            lint(load_text(yaml.safe_dump(mutated), "x.yaml"))  # raises on a bug
+
+
 def test_hpa_forms() -> None:
     v1 = GOOD + textwrap.dedent("""\
         ---
@@ -353,6 +404,62 @@ def test_unreadable_inputs_exit_2_with_a_located_message(tmp_path: Path) -> None
     binary = tmp_path / "b.yaml"
     binary.write_bytes(b"\xff\xfe\x00")
     assert "not UTF-8" in run(str(binary)).stderr
+
+
+@pytest.mark.parametrize("kustomization", [
+    "patches: 5\n",
+    "patchesStrategicMerge: 5\n",
+    "configMapGenerator: 7\n",
+    "configMapGenerator: [{files: 5}]\n",
+    "configMapGenerator: [7, {name: a, files: [patch.yaml], envs: 3}]\n",
+    "secretGenerator: [{envs: 3}]\n",
+    'configMapGenerator: [{name: a, files: ["a\\0b", patch.yaml]}]\n',
+    "patches: [{path: patch.yaml}]\nconfigMapGenerator: 7\nreplacements: {path: x}\n",
+], ids=["patches-number", "strategic-merge-number", "generator-number", "files-number", "envs-number",
+        "secret-envs-number", "nul-byte-in-files", "good-beside-bad"])
+def test_kustomization_fields_of_the_wrong_type_count_as_absent(tmp_path: Path, kustomization: str) -> None:
+    """As a kustomization that is no YAML at all: kustomize's problem, not lint's. The entries
+    that are well-formed still name the files to skip."""
+    (tmp_path / "kustomization.yaml").write_text(kustomization)
+    (tmp_path / "deployment.yaml").write_text(GOOD)
+    (tmp_path / "patch.yaml").write_text("kind: [\n")  # no manifest: invalid YAML if linted
+    result = run(str(tmp_path))
+    if "patch.yaml" in kustomization:  # skipped, as the well-formed entry says
+        assert (result.exit_code, result.stderr) == (0, ""), result.output
+        assert "clean: 1 vLLM workload in 1 file" in result.stdout
+    else:  # linted as a manifest: one line about the patch, none about the kustomization
+        assert result.exit_code == 2, result.output
+        assert re.fullmatch(rf"error: {re.escape(str(tmp_path / 'patch.yaml'))}:\d+:\d+: invalid YAML: .*\n",
+                            result.stderr)
+
+
+def lint_process(*args: str, close_stdin: bool = False) -> subprocess.CompletedProcess[str]:
+    """`autoscaler lint ARGS` in a child process, for what CliRunner cannot fake (a closed stdin,
+    a read that blocks); killed after 60 s."""
+    return subprocess.run([sys.executable, "-m", "autoscaler", "lint", *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO, stdin=None if close_stdin else subprocess.DEVNULL,
+                          preexec_fn=(lambda: os.close(0)) if close_stdin else None)
+
+
+@pytest.mark.parametrize(("make", "problem"), [
+    (os.mkfifo, "cannot read: not a regular file (a FIFO)"),
+    (lambda path: path.symlink_to(path.name), "cannot read: Too many levels of symbolic links"),
+], ids=["fifo", "symlink-loop"])
+def test_folder_refuses_files_it_cannot_read_without_blocking(tmp_path: Path, make: Callable[[Path], object],
+                                                               problem: str) -> None:
+    (tmp_path / "deployment.yaml").write_text(GOOD)
+    make(tmp_path / "f.yaml")
+    done = lint_process(str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"error: {tmp_path / 'f.yaml'}: {problem}\n"
+    assert "clean: 1 vLLM workload in 1 file" in done.stdout  # the readable file was still linted
+
+
+def test_closed_stdin_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    done = lint_process("-", close_stdin=True)  # `autoscaler lint - <&-`: Python's sys.stdin is None
+    assert (done.returncode, done.stderr) == (2, "error: <stdin>: cannot read: stdin is closed\n")
+    monkeypatch.setattr(sys, "stdin", None)
+    assert load_inputs(["-"]).errors == ["<stdin>: cannot read: stdin is closed"]
 
 
 def test_stdin_and_json_format() -> None:

@@ -3,8 +3,9 @@
 Inputs: files, folders (walked recursively for `*.yaml`, `*.yml`, `*.json`) and `-` (stdin, e.g.
 `kubectl kustomize DIR | autoscaler lint -`). In a folder that holds a kustomization, the files
 it uses as patches or generator sources are not manifests and are skipped; the kustomization
-file itself too. Only documents that are mappings count; `kind: List` is expanded into its
-items.
+file itself too. A file found in a folder that is no regular file (a FIFO, a socket, a device)
+is an unreadable input, refused before it is opened. Only documents that are mappings count;
+`kind: List` is expanded into its items.
 
 Mappings and sequences are loaded as `YMap` / `YList`: a dict / list that also knows its own
 line and the line of each key / item, so that a finding can point at the exact field.
@@ -17,6 +18,7 @@ most 1,000,000 nodes per input and no recursive alias; beyond, the input is an `
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -201,6 +203,35 @@ def _read(path: Path, source: str) -> str:
         raise InputError(f"{source}: cannot read: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
+_SPECIAL_FILES: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _read_found(path: Path, source: str) -> str:
+    """`_read` for a file found in a folder: anything but a regular file (a FIFO, a socket, a
+    device) is refused before it is opened, so that reading a folder can never block. (A path
+    named on the command line is read whatever it is: `lint <(kubectl kustomize DIR)`.)"""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _SPECIAL_FILES if test(mode)), "a special file")
+        raise InputError(f"{source}: cannot read: not a regular file ({what})")
+    return _read(path, source)
+
+
+def _read_stdin(stream: TextIO | None) -> str:
+    """All of stdin (bounded); `InputError` when the process has no stdin (`lint - <&-`)."""
+    if stream is None:
+        raise InputError(f"{STDIN_NAME}: cannot read: stdin is closed")
+    return read_text_stream(stream, MAX_MANIFEST_BYTES, STDIN_NAME)
+
+
 def _kustomization_inputs(folder: Path) -> set[Path]:
     """Files a kustomization in `folder` uses as patches or generator sources (not manifests),
     and the kustomization file itself."""
@@ -209,26 +240,51 @@ def _kustomization_inputs(folder: Path) -> set[Path]:
         path = folder / name
         if not path.is_file():
             continue
-        used.add(path.resolve())
+        used.add(_real_path(path) or path)
         try:
             data = load_yaml(read_bytes(path, MAX_YAML_BYTES).decode("utf-8"))
         except (OSError, UnicodeDecodeError, LimitError, yaml.YAMLError):
             continue  # a broken kustomization is kustomize's problem, not lint's
-        if not isinstance(data, dict):
-            continue
-        refs: list[str] = []
-        for key in ("patches", "patchesJson6902", "replacements"):
-            refs += [str(p["path"]) for p in data.get(key) or [] if isinstance(p, dict) and p.get("path")]
-        # patchesStrategicMerge entries are file paths or inline patches (YAML text)
-        refs += [p for p in data.get("patchesStrategicMerge") or [] if isinstance(p, str) and "\n" not in p]
-        for key in ("configMapGenerator", "secretGenerator"):
-            for gen in data.get(key) or []:
-                if not isinstance(gen, dict):
-                    continue
-                refs += [str(f).split("=", 1)[-1] for f in gen.get("files") or []]
-                refs += [str(e) for e in gen.get("envs") or []] + ([str(gen["env"])] if gen.get("env") else [])
-        used |= {(folder / ref).resolve() for ref in refs}
+        if isinstance(data, dict):
+            used |= {real for ref in _kustomization_refs(data) if (real := _real_path(folder / ref)) is not None}
     return used
+
+
+def _kustomization_refs(data: dict[Any, Any]) -> list[str]:
+    """The file names a kustomization gives as patches or generator sources. A field of the
+    wrong type (`patches: 5`, an entry that is no mapping) counts as absent, as a kustomization
+    that is no YAML does: a broken kustomization is kustomize's problem, not lint's."""
+    refs: list[str] = []
+    for key in ("patches", "patchesJson6902", "replacements"):
+        refs += [str(p["path"]) for p in _entries(data.get(key)) if isinstance(p, dict) and p.get("path")]
+    # patchesStrategicMerge entries are file paths or inline patches (YAML text)
+    refs += [p for p in _entries(data.get("patchesStrategicMerge")) if isinstance(p, str) and "\n" not in p]
+    for key in ("configMapGenerator", "secretGenerator"):
+        for gen in _entries(data.get(key)):
+            if isinstance(gen, dict):
+                refs += _generator_sources(gen)
+    return refs
+
+
+def _generator_sources(gen: dict[Any, Any]) -> list[str]:
+    """The files of one configMapGenerator / secretGenerator entry (`files`, `envs`, `env`)."""
+    files = [str(f).split("=", 1)[-1] for f in _entries(gen.get("files"))]
+    envs = [str(e) for e in _entries(gen.get("envs"))]
+    return files + envs + ([str(gen["env"])] if gen.get("env") else [])
+
+
+def _entries(value: Any) -> list[Any]:
+    """A kustomization field that should be a list; anything else counts as absent."""
+    return value if isinstance(value, list) else []
+
+
+def _real_path(path: Path) -> Path | None:
+    """`path` with its symlinks resolved (a symlink loop stays as written: reading the file then
+    says why it cannot be read); None for a name no file can have (a NUL byte)."""
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return None
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -239,7 +295,7 @@ def _walk(folder: Path) -> Iterator[Path]:
         skip = _kustomization_inputs(here)
         for name in sorted(files):
             path = here / name
-            if name.endswith(MANIFEST_SUFFIXES) and not name.startswith(".") and path.resolve() not in skip:
+            if name.endswith(MANIFEST_SUFFIXES) and not name.startswith(".") and _real_path(path) not in skip:
                 yield path
 
 
@@ -260,7 +316,7 @@ def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResul
     result = LoadResult()
     for arg in _unique(inputs):
         if arg == STDIN:
-            _load_one(result, STDIN_NAME, partial(read_text_stream, stdin or sys.stdin, MAX_MANIFEST_BYTES, STDIN_NAME))
+            _load_one(result, STDIN_NAME, partial(_read_stdin, stdin or sys.stdin))
             continue
         path = Path(arg)
         if path.is_dir():
@@ -268,7 +324,7 @@ def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResul
             if not found:
                 result.errors.append(f"{arg}: no *.yaml, *.yml or *.json file in this folder")
             for file in found:
-                _load_one(result, str(file), partial(_read, file, str(file)))
+                _load_one(result, str(file), partial(_read_found, file, str(file)))
         elif path.exists():
             _load_one(result, arg, partial(_read, path, arg))
         else:

@@ -343,10 +343,14 @@ def _readiness_missing(ctx: LintContext) -> Iterator[Hit]:
 
 
 def _mount_for(c: Container, path: str) -> YMap | None:
-    """The volumeMount whose mountPath holds `path` (the longest one)."""
+    """The volumeMount whose mountPath holds `path` (the longest one). An entry that is no
+    mapping (`volumeMounts: ["/cache"]`) mounts nothing: it counts as absent, as every field of
+    the wrong type does here."""
     best: YMap | None = None
     for mount in _ylist(c.spec.get("volumeMounts")):
-        mount_path = str(_ymap(mount).get("mountPath") or "").rstrip("/") or "/"
+        if not isinstance(mount, YMap):
+            continue
+        mount_path = str(mount.get("mountPath") or "").rstrip("/") or "/"
         if path == mount_path or path.startswith(mount_path.rstrip("/") + "/"):
             if best is None or len(mount_path) > len(str(best.get("mountPath"))):
                 best = mount
