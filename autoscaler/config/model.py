@@ -53,13 +53,18 @@ def _dns_label(value: str) -> str:
 
 
 def _dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+    if not is_dns_subdomain(value):
         raise PydanticCustomError(
             "dns1123_subdomain",
             "must be a DNS-1123 subdomain (lowercase a-z, 0-9, '-' and '.', alphanumeric at both ends, "
             "at most 253 characters)",
         )
     return value
+
+
+def is_dns_subdomain(value: str) -> bool:
+    """A valid name of most Kubernetes objects (a Lease, a ConfigMap): a DNS-1123 subdomain."""
+    return len(value) <= 253 and _DNS_SUBDOMAIN.fullmatch(value) is not None
 
 
 def _absolute_path(value: str | None) -> str | None:

@@ -44,6 +44,7 @@ from typing import Any
 import structlog
 
 from autoscaler.adapters.kubernetes import KubeClient, KubeConflict, KubeError
+from autoscaler.config.model import is_dns_subdomain
 
 
 def micro_time(ts: float) -> str:
@@ -66,6 +67,9 @@ class LeaseSettings:
     retry_period_seconds: float = 2.0
 
     def __post_init__(self) -> None:
+        if not is_dns_subdomain(self.name):
+            raise ValueError(f"--lease-name {self.name[:100]!r}: must be a DNS-1123 subdomain (lowercase a-z, 0-9, "
+                             "'-' and '.', alphanumeric at both ends, at most 253 characters)")
         if not 0 < self.retry_period_seconds < self.renew_deadline_seconds < self.lease_duration_seconds:
             raise ValueError(
                 "leader election needs 0 < retry_period_seconds < renew_deadline_seconds < lease_duration_seconds, "
