@@ -51,8 +51,8 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
 @output_option(TEXT, JSON)
 @click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True,
               help="Least severe log line written.")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-              help="Port of /metrics, /healthz, /readyz (default: config).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Port of /metrics, /healthz, /readyz (default: config; 0: any free port).")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address to serve them on.")
 @click.option(
     "--leader-elect/--no-leader-elect", default=False, show_default=True,

@@ -143,7 +143,7 @@ def test_a_metrics_address_that_cannot_be_served_is_one_line_and_exit_2(
         taken.listen()
         port = str(taken.getsockname()[1])
         cases = {
-            ("--metrics-port", "99999"): "99999 is not in the range 1<=x<=65535",
+            ("--metrics-port", "99999"): "99999 is not in the range 0<=x<=65535",
             ("--metrics-host", "127.0.0.1", "--metrics-port", port): "address already in use",
             ("--metrics-host", "no.such.host.invalid", "--metrics-port", port):
                 "cannot serve /metrics on 'no.such.host.invalid'",
