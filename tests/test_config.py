@@ -146,6 +146,11 @@ INLINE_CASES: list[tuple[str, str, list[str]]] = [
      ["controller.metrics_port = 70000, must be <= 65535"]),
     ("prometheus url", "controller:\n  prometheus:\n    url: prometheus:9090\n" + TARGET,
      ["controller.prometheus.url = prometheus:9090, must be an http:// or https:// URL"]),
+    # found by a fuzzer: accepted, then every query failed
+    ("prometheus url, unclosed bracket", "controller:\n  prometheus:\n    url: 'http://[::1'\n" + TARGET,
+     ["controller.prometheus.url = http://[::1, must be an http:// or https:// URL"]),
+    ("prometheus url, port out of range", "controller:\n  prometheus:\n    url: 'http://p:99999'\n" + TARGET,
+     ["controller.prometheus.url = http://p:99999, must be an http:// or https:// URL"]),
     ("relative token path", "controller:\n  prometheus:\n    bearer_token_file: token\n" + TARGET,
      ["controller.prometheus.bearer_token_file = token, must be an absolute path (or null)"]),
     ("timeout longer than a tick", "controller:\n  tick_seconds: 2\n" + TARGET,

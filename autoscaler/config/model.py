@@ -104,9 +104,22 @@ class PrometheusSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s]*)?", value):
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s]*)?", value) or not _parses_as_url(value):
             raise PydanticCustomError("http_url", "must be an http:// or https:// URL")
         return value
+
+
+def _parses_as_url(value: str) -> bool:
+    """The URL's host and port are well formed (urllib's own check, as the client will read it):
+    `http://[::1` (an unclosed bracket) or `http://h:99999` are not."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # ValueError on a port out of range or not a number
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def _policy_key(value: str) -> str:
