@@ -598,3 +598,22 @@ def test_throttled_error_carries_retry_after(kube_server: KubeApiServer, kubecon
         with pytest.raises(KubeThrottled) as info:
             client.read_state("llm", "st")
     assert info.value.retry_after == 7.0 and info.value.status == 429
+
+
+def test_a_failing_exec_plugin_is_one_error_with_its_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The kubernetes library logs a failed exec plugin (`ERROR:root:...`, its stderr, many
+    lines) and goes on without credentials; the first request then fails with no reason. It is
+    one error at start, with the plugin's words, and nothing printed (found by a fuzzer)."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+            "args": ["-c", "echo 'auth plugin: credentials expired' >&2; echo second line >&2; exit 1"]}}}],
+    }))
+    with pytest.raises(ValueError, match="kubeconfig: exec: process returned 1. auth plugin: credentials expired"):
+        KubeClient.from_environment(kubeconfig=str(config))
+    captured = capsys.readouterr()
+    assert "ERROR:root" not in captured.err and "credentials expired" not in captured.err

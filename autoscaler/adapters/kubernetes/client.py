@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,6 +90,27 @@ class StoredState:
 # --------------------------------------------------------------------------- client
 
 
+@contextlib.contextmanager
+def _library_errors() -> Iterator[list[str]]:
+    """The ERROR records the kubernetes library logs instead of raising (its exec plugin: it
+    logs the failure and goes on without credentials), kept here instead of printed. Its
+    module-level `logging.error` would otherwise configure the root logger and print
+    `ERROR:root:...` lines of its own."""
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = Keep(logging.ERROR)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        root.removeHandler(handler)
+
+
 class KubeClient:
     """The controller's API-server adapter.
 
@@ -144,8 +167,11 @@ class KubeClient:
             k8s_config.load_incluster_config(client_configuration=configuration)
             token_file = token_file or k8s_config.incluster_config.SERVICE_TOKEN_FILENAME
         else:
-            k8s_config.load_kube_config(config_file=kubeconfig, context=context,
-                                        client_configuration=configuration, persist_config=False)
+            with _library_errors() as errors:
+                k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                            client_configuration=configuration, persist_config=False)
+            if errors:  # e.g. an exec plugin that failed: the library logs it and goes on without credentials
+                raise ValueError(f"kubeconfig: {' '.join(errors[0].split())[:500]}")
             token_file = token_file or kubeconfig_token_file(kubeconfig, context)
         configuration.retries = False
         tokens = TokenFile(token_file) if token_file else None
