@@ -200,7 +200,15 @@ def test_profile_names_fit_and_keys_stay_whole(tmp_path: Path) -> None:
     path.write_text("targets:\n  - {namespace: a, deployment: b, capacity_profile: vendor/unknown}\n")
     result = run(str(path))
     assert result.exit_code == 2
-    assert "targets[0].capacity_profile = 'vendor/unknown', must be one of generic, llama-3-8b/a100-80gb" in result.output
+    assert "targets[0].capacity_profile = vendor/unknown, must be one of generic, llama-3-8b/a100-80gb" in result.output
+    # set in defaults: named there, once, not once per target that inherits it (found by a fuzzer)
+    path.write_text("defaults: {capacity_profile: vendor/unknown}\ntargets:\n  - {namespace: a, deployment: b}\n"
+                    "  - {namespace: a, deployment: c}\n")
+    result = run(str(path))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "defaults.capacity_profile = vendor/unknown, must be one of generic, llama-3-8b/a100-80gb, llama-3-8b/h100, "
+        "qwen3-8b/a100-80gb, qwen3-8b/h100"]
 
 
 def test_registered_in_the_group() -> None:

@@ -9,7 +9,10 @@ Every key carries its unit in its name. Ranges are inclusive unless written `> x
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from autoscaler.policy.capacity_table import CAPACITY_TABLE
 
@@ -30,6 +33,16 @@ class SloParams(BaseModel):
         0.0, ge=0.0, le=3600.0,
         description="Length-aware TTFT for long-context services: the bound grows by this per 1,000 prompt tokens (of the window's mean prompt); 0 = a flat bound.",
     )
+
+
+def _known_profile(value: str | None) -> str | None:
+    """A row of the shipped capacity table. An annotation, not a model check, so that the config's
+    overrides check it where it is set (`defaults.capacity_profile`), not once per target that
+    inherits it."""
+    if value is not None and value not in CAPACITY_TABLE:
+        raise PydanticCustomError("capacity_profile", "must be one of {rows}",
+                                  {"rows": ", ".join(sorted(CAPACITY_TABLE))})
+    return value
 
 
 class PolicyParams(BaseModel):
@@ -73,7 +86,7 @@ class PolicyParams(BaseModel):
 
     # --- SLO capacity ---------------------------------------------------------------------------
     slo: SloParams = Field(default_factory=SloParams, description="The latency objective the fleet is sized for.")
-    capacity_profile: str | None = Field(
+    capacity_profile: Annotated[str | None, AfterValidator(_known_profile)] = Field(
         None, min_length=1, max_length=253,
         description="Cold start of the learned capacity: a row of the shipped table of published capacities (model/GPU); null = the table's generic row.",
     )
@@ -147,10 +160,6 @@ class PolicyParams(BaseModel):
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> PolicyParams:
-        if self.capacity_profile is not None and self.capacity_profile not in CAPACITY_TABLE:
-            raise ValueError(
-                f"capacity_profile = {self.capacity_profile!r}, must be one of {', '.join(sorted(CAPACITY_TABLE))}"
-            )
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"min_replicas = {self.min_replicas}, must be <= max_replicas ({self.max_replicas})"
