@@ -86,9 +86,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     from dataclasses import replace
 
     fmt, json_out = resolve_output_file(output, output_file, json_alias)
-    for flag, path, suffix in (("--output-file", json_out, None), ("--markdown", md_out, None),
-                               ("--plot", plot_out, ".png")):
-        check_output_path(flag, path, suffix, make_folder=True)  # before the run, not after it
+    check_output_path("--plot", plot_out, ".png")  # the name alone, first
     outs = Outputs(fmt, json_out, md_out, plot_out, not no_progress)
     require_extra("numpy", "sim", "autoscaler simulate")
     require_extra("highspy", "sim", "autoscaler simulate")  # the sweep's lead-time bound (sim/lead_bound.py)
@@ -123,6 +121,10 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
         prep = prepared_for(sc, sc.seed)  # kept: a sweep's forked workers start with it
     except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
         fail(str(exc))
+    for flag, path, suffix in (("--output-file", json_out, None), ("--markdown", md_out, None),
+                               ("--plot", plot_out, ".png")):
+        # once every other input is known good, before the run (not after it): folders made now
+        check_output_path(flag, path, suffix, make_folder=True)
     if sweep:
         exploratory = bool(over or policies or knob_grids or not scenario)
         _sweep(sc, prep, list(policies), grids, seeds, exploratory, jobs, executor, outs)

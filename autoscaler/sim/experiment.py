@@ -530,10 +530,7 @@ def bound_of(prep: Prepared, lead_time: bool = True) -> npt.NDArray[np.float64]:
     """One seed's lower bound on node GPU-hours at every attainment of `bound.attainment_grid()`:
     the larger of the fluid window bound (`bound.seed_bound`) and the lead-time bound
     (`lead_bound`; `lead_time=False` leaves it out, for comparison)."""
-    chunks = list(prep.trace.chunks())
-    arrival = np.concatenate([c.arrival for c in chunks]) if chunks else np.zeros(0)
-    n_in = np.concatenate([c.n_in for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
-    n_out = np.concatenate([c.n_out for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+    arrival, n_in, n_out = prep.trace.arrays()
     p = prep.profile
     ttft = prep.scenario.slo.simulator_slo().ttft_bound_s(n_in, p.idle_ttft_s)
     work = p.work_lower_bound_s(n_in, n_out)

@@ -36,8 +36,6 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
-
 from autoscaler.baselines.static import StaticFleet
 from autoscaler.sim.profile import Profile
 from autoscaler.sim.runner import RunConfig, run
@@ -92,10 +90,7 @@ def seal_s(profile: Profile, cfg: RunConfig) -> float:
 
 def ceiling(trace: Trace, profile: Profile, cfg: RunConfig) -> Ceiling:
     """The starting fleet's misses among the requests due by `seal_s` (module docstring)."""
-    chunks = list(trace.chunks())
-    arrival = np.concatenate([c.arrival for c in chunks]) if chunks else np.zeros(0)
-    n_in = np.concatenate([c.n_in for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
-    n_out = np.concatenate([c.n_out for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+    arrival, n_in, n_out = trace.arrays()
     seal = seal_s(profile, cfg)
     due = arrival + cfg.slo.ttft_bound_s(n_in, profile.idle_ttft_s) <= seal
     n_due = int(due.sum())

@@ -87,6 +87,14 @@ class Trace:
         """About how many requests the slice yields at its scale (before generating them)."""
         raise NotImplementedError
 
+    def arrays(self) -> tuple[F, I, I]:
+        """(arrival, n_in, n_out) of every request of the slice, its chunks joined."""
+        chunks = list(self.chunks())
+        if not chunks:
+            return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return (np.concatenate([c.arrival for c in chunks]), np.concatenate([c.n_in for c in chunks]),
+                np.concatenate([c.n_out for c in chunks]))
+
 
 def _jitter_copies(arr: F, n_in: I, n_out: I, scale: float, rng: np.random.Generator) -> tuple[F, I, I]:
     if scale == 1.0:

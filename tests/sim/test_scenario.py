@@ -61,3 +61,17 @@ def test_a_scenario_file_with_an_out_of_range_value_is_rejected_naming_it(tmp_pa
         Scenario.load(_write(tmp_path, "peak_replicas: 0\n"))
     with pytest.raises(ValueError, match=r"min_replicas = 5 is out of range \(allowed: 1 .. max_replicas\)"):
         Scenario.load(_write(tmp_path, "min_replicas: 5\nmax_replicas: 4\n"))
+
+
+def test_a_refused_run_makes_no_output_folder(tmp_path: Path) -> None:
+    """Output folders are made once every other input is known good (then before the run): a
+    bad --policy leaves nothing behind, not even an empty folder."""
+    from click.testing import CliRunner
+
+    from autoscaler.cli import main
+
+    out = tmp_path / "new" / "deeper" / "out.json"
+    res = CliRunner().invoke(main, ["simulate", "--trace", TRACE, "--duration", "120", "--policy", "hpa-bogus",
+                                    "--output-file", str(out)])
+    assert res.exit_code == 2 and "unknown policy hpa-bogus" in res.output
+    assert not (tmp_path / "new").exists()

@@ -58,6 +58,9 @@ def test_runs_from_the_start_never_reach_above_the_ceiling() -> None:
     largest = run(prep.trace, prep.profile, StaticFleet(sc.max_replicas), prep.cfg)  # 60 asked for at t = 0
     assert largest.slo_attainment <= top.attainment + 1e-9
     assert largest.slo_attainment >= top.attainment - 0.01  # and close to it: the misses are the start's
-    for name, knob in (("queue-lead", None), ("hpa", 16.0), ("keda", 16.0), ("aibrix-apa", 0.1)):
+    # every autoscaler of the benchmark; KPA and Ray Serve queue at the router, outside the
+    # module's claim, and stay below it all the same
+    for name, knob in (("queue-lead", None), ("hpa", 16.0), ("hpa-waiting", 1.0), ("keda", 16.0), ("kpa", 35.0),
+                       ("ray", 16.0), ("aibrix-apa", 0.1), ("wva", 0.3)):
         r = run_one(prep, name, knob)
         assert r.slo_attainment <= top.attainment + 1e-9, (name, r.slo_attainment, top)
