@@ -389,6 +389,32 @@ def test_loader_keeps_lines_through_documents_lists_and_flow_style() -> None:
     assert line_of(spec, "spec", "template", "nothing", "here") == 16  # deepest existing node
 
 
+def test_a_repeated_key_is_found_where_it_is_written_and_a_merge_override_is_not_one() -> None:
+    text = """\
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: a, labels: {app: x, app: y}}
+        defaults: &defaults {mode: fast, size: 1}
+        data:
+          <<: *defaults
+          size: 2
+          list:
+            - {name: one, value: "1"}
+            - name: two
+              value: "2"
+              value: "3"
+        ---
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b", "name": "c"}}
+        """
+    found = [(f.rule, f.line, f.obj.name, f.message.split(" is ")[0]) for f in findings_of(text)]
+    # the flow mapping on line 3, the list item's value on line 12, a JSON document (line 14):
+    # each where it is written again; `size` (line 7) overrides what the merge brought in: no repetition
+    assert found == [("VQA017", 3, "a", "metadata.labels.app"), ("VQA017", 12, "a", "data.list[1].value"),
+                     ("VQA017", 14, "c", "metadata.name")]
+    assert "(lines 11 and 12)" in findings_of(text)[1].message
+    assert findings_of(text, ignore=frozenset({"repeated-key"})) == []
+
+
 def test_unreadable_inputs_exit_2_with_a_located_message(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: v1\nkind: [\n")

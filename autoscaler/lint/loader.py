@@ -61,13 +61,16 @@ MAX_TOTAL_BYTES = 2 * MAX_MANIFEST_BYTES
 
 
 class YMap(dict[Any, Any]):
-    """A YAML mapping with `line` (1-based, where it starts) and `key_lines` (key -> line)."""
+    """A YAML mapping with `line` (1-based, where it starts), `key_lines` (key -> line) and
+    `repeated` (key, first line, repeated line): keys written twice in it, of which YAML loaders,
+    kubectl's included, keep the last without a word."""
 
     line: int = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.key_lines: dict[Any, int] = {}
+        self.repeated: list[tuple[Any, int, int]] = []
 
     def line_of(self, key: Any) -> int:
         """Line of `key` in this mapping; the mapping's own line when the key is absent."""
@@ -115,12 +118,32 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[YMap
     data = YMap()
     data.line = node.start_mark.line + 1
     yield data
+    written = [key_node for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge"]
     data.update(loader.construct_mapping(node))  # flattens `<<` merges into node.value first
     for key_node, _ in node.value:
         try:
             data.key_lines.setdefault(loader.construct_object(key_node), key_node.start_mark.line + 1)
         except TypeError:  # an unhashable key: construct_mapping has already refused it
             continue
+    data.repeated = _repeated_keys(loader, written)
+
+
+def _repeated_keys(loader: _LineLoader, written: list[yaml.Node]) -> list[tuple[Any, int, int]]:
+    """Keys written more than once in one mapping, each repetition with the line of the first.
+    A key a merge (`<<: *anchor`) brings in and the mapping sets again is no repetition: that
+    override is what merges are for."""
+    first: dict[Any, int] = {}
+    repeated: list[tuple[Any, int, int]] = []
+    for key_node in written:
+        key, line = loader.construct_object(key_node), key_node.start_mark.line + 1
+        try:
+            if key in first:
+                repeated.append((key, first[key], line))
+            else:
+                first[key] = line
+        except TypeError:  # an unhashable key: construct_mapping has already refused it
+            continue
+    return repeated
 
 
 def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> Iterator[YList]:

@@ -633,6 +633,30 @@ def _invalid_annotation(ctx: LintContext) -> Iterator[Hit]:
             yield Hit(wl.doc, annotations.line_of(key) if key is not None else annotations.line, problem)
 
 
+@rule("VQA017", "repeated-key", Severity.ERROR,
+      "a key written twice in one mapping",
+      "keep one entry of the key, with everything both meant (e.g. one envFrom list holding both sources): "
+      "kubectl sends only the last, and the API server never sees the first")
+def _repeated_key(ctx: LintContext) -> Iterator[Hit]:
+    for doc in ctx.documents:
+        for path, mapping in _mappings(doc.data, ""):
+            for key, first, line in mapping.repeated:
+                where = f"{path}.{key}" if path else str(key)
+                yield Hit(doc, line, f"{where} is written twice (lines {first} and {line}): kubectl keeps the last "
+                                     "and drops the first without a word (kubernetes/kubernetes#99286)")
+
+
+def _mappings(node: Any, path: str) -> Iterator[tuple[str, YMap]]:
+    """Every mapping under `node` (itself included), with its path (`spec.containers[0]`)."""
+    if isinstance(node, YMap):
+        yield path, node
+        for key, value in node.items():
+            yield from _mappings(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, YList):
+        for i, item in enumerate(node):
+            yield from _mappings(item, f"{path}[{i}]")
+
+
 def _live_object(doc: Document) -> bool:
     """An object read from a cluster (`kubectl get -o yaml`), not a manifest: the API server
     always fills in spec.replicas there."""
