@@ -617,3 +617,29 @@ def test_a_failing_exec_plugin_is_one_error_with_its_reason(tmp_path: Path, caps
         KubeClient.from_environment(kubeconfig=str(config))
     captured = capsys.readouterr()
     assert "ERROR:root" not in captured.err and "credentials expired" not in captured.err
+
+
+def test_an_exec_plugin_failing_mid_run_is_one_warning_not_library_lines(
+        kube_server: KubeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The token an exec plugin gave expires; the library runs the plugin again before each
+    request, and when that fails it logs `ERROR:root:...` on stderr and sends the old token. One
+    structured warning with the plugin's words instead, not repeated while they stay the same."""
+    marker = tmp_path / "ran"
+    script = (f"if [ -e {marker} ]; then echo 'auth plugin: refresh token revoked' >&2; exit 1; fi; touch {marker}; "
+              'echo \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
+              '"status": {"token": "tok-1", "expirationTimestamp": "2000-01-01T00:00:00Z"}}\'')
+    kubeconfig = kube_server.write_kubeconfig(tmp_path / "kubeconfig")
+    config = json.loads(kubeconfig.read_text())
+    config["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+                                           "args": ["-c", script]}}
+    kubeconfig.write_text(json.dumps(config))
+    kube_server.put(deployment("vllm", "llm", replicas=2))
+    kube_server.bearer_tokens = {"tok-1"}  # the server still takes the old token
+    with KubeClient.from_environment(kubeconfig=str(kubeconfig), sleep=lambda s: None) as client:
+        with structlog.testing.capture_logs() as logs:
+            assert client.read_scale("llm", "vllm")[0] == 2
+            assert client.read_scale("llm", "vllm")[0] == 2
+    assert [(x["event"], x["error"]) for x in logs] == [
+        ("kube_credentials_refresh_failed", "exec: process returned 1. auth plugin: refresh token revoked")]
+    captured = capsys.readouterr()
+    assert "ERROR:root" not in captured.err and "revoked" not in captured.err

@@ -150,6 +150,7 @@ class KubeClient:
         # who is calling, in the API server's audit log (and in the test server's request log)
         api_client.user_agent = f"{COMPONENT}/{__version__} ({self.reporting_instance})"
         self.token_file = token_file
+        self._credentials_error: str | None = None  # the last failure of the exec plugin, logged once
         if token_file is not None:
             install(api_client.configuration, token_file)
 
@@ -188,6 +189,16 @@ class KubeClient:
 
     # ---- plumbing
 
+    def _credentials_refresh(self, errors: list[str], op: _Op) -> None:
+        """What the library logged while it sent a request: its exec plugin, run again when the
+        token it gave expired, failed, and the request went out with the old token (a 401 follows
+        once the server refuses it). One warning with the plugin's words, and not again while the
+        words stay the same; nothing printed of the library's own."""
+        message = " ".join(errors[0].split())[:500] if errors else None
+        if message is not None and message != self._credentials_error:
+            _LOG.warning("kube_credentials_refresh_failed", error=message, verb=op.verb, resource=op.resource)
+        self._credentials_error = message
+
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
         if isinstance(exc, KubeThrottled) and exc.retry_after is not None:
@@ -219,7 +230,9 @@ class KubeClient:
             return min(per_try, left)
 
         def send() -> Any:
-            response = fn(*args, _request_timeout=fenced_timeout(), **kwargs)
+            with _library_errors() as errors:  # an exec plugin run again for a token that expired
+                response = fn(*args, _request_timeout=fenced_timeout(), **kwargs)
+            self._credentials_refresh(errors, op)
             try:
                 data = response.data
             finally:
