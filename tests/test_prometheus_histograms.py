@@ -69,6 +69,7 @@ def test_histogram_query_text() -> None:
                          f' or label_replace({t}, "vqa_field", "timestamp", "", "")')
     new_v, new_t = parts("vllm:request_time_per_output_token_seconds")
     old_v, old_t = parts("vllm:time_per_output_token_seconds")
+    old_v = f'label_replace({old_v}, "vqa_unit", "token", "", "")'  # counts tokens, not requests
     assert q["tpot"] == (
         f"label_replace({new_v} or on (namespace, pod) ({old_v} unless on (namespace, pod) {new_t}),"
         ' "vqa_field", "value", "", "")'

@@ -25,7 +25,10 @@ import structlog.testing
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.policy.types import MetricSample, SampleHealth
+from autoscaler.controller.observe import _ready_pod
+from autoscaler.policy import PolicyParams, decide
+from autoscaler.policy.slo_series import sum_slo_series
+from autoscaler.policy.types import MetricSample, Observation, PolicyState, SampleHealth
 from autoscaler.adapters.prometheus import (
     FIELD_LABEL,
     HISTOGRAMS,
@@ -54,6 +57,7 @@ from tests.vllm_exporter import (
     GENERATION_TOKENS_PER_REQUEST,
     HISTOGRAM_SPECS,
     PROMPT_TOKENS_PER_REQUEST,
+    TPOT_NEW,
     TPOT_OLD,
     TTFT,
     VllmExporter,
@@ -951,9 +955,11 @@ def test_slo_signals_from_real_prometheus(stack: Stack) -> None:
     for m, rate in ((llama0, 6.0), (v11, 4.0)):
         assert m.tpot is not None and m.tpot.count_per_second == pytest.approx(rate, rel=0.1)
         assert m.tpot.fraction_within(0.05) == 1.0
-    # ...else the per-token histogram of vLLM < 0.11 (0.7.3: its own bucket bounds)
+    # ...else the per-token histogram of vLLM < 0.11 (0.7.3: its own bucket bounds), weighted by
+    # the pod's finished requests (2/s, not its GENERATION_TOKENS_PER_REQUEST x 2 tokens/s): summed
+    # with per-request pods in a rolling upgrade, it would otherwise outweigh them ~1000 to 1
     assert llama1.tpot is not None and llama1.tpot.upper_bounds == (*HISTOGRAM_SPECS[TPOT_OLD][1], math.inf)
-    assert llama1.tpot.count_per_second == pytest.approx(GENERATION_TOKENS_PER_REQUEST * 2.0, rel=0.1)
+    assert llama1.tpot.count_per_second == pytest.approx(2.0, rel=0.1)
     assert llama1.tpot.fraction_within(0.05) == pytest.approx(0.5)
     assert llama1.ttft is not None and len(llama1.ttft.upper_bounds) == 17
     bare = out[(SLO_NS, "bare-0")]
@@ -1092,3 +1098,33 @@ def test_render_config_labels_targets() -> None:
         {"targets": ["127.0.0.1:1"], "labels": {"__metrics_path__": "/pods/a/b/metrics", "namespace": 'x"\n', "pod": "b"}}
     ]
     assert cfg["global"]["scrape_interval"] == "1s"
+
+
+@pytest.mark.integration
+def test_a_rolling_upgrade_mixing_per_token_and_per_request_tpot_reads_requests(
+        vllm_exporter: VllmExporter, prometheus_factory: Any) -> None:
+    """vLLM <= 0.10 counts TPOT once per output token, >= 0.11 once per request, on the same
+    bucket bounds from 0.8.5 on. In a rolling upgrade the two were summed as they came: the old
+    pod's ~1,000 tokens/s outweighed the new pod's 2 requests/s, so half the requests breaking
+    the bound read as 99.9 % within it and the fleet held at 2 instead of scaling up. The per-token
+    histogram is now weighted by the pod's finished requests (found by a review)."""
+    def fleet(old_version: str, old_family: str) -> tuple[int, str, float | None]:
+        vllm_exporter.set("ns", "old-0", version=old_version, waiting=0, running=4, kv=0.3, completed=2,
+                          latencies={old_family: (0.04,)})
+        vllm_exporter.set("ns", "new-0", version="0.12.0", waiting=0, running=4, kv=0.3, completed=2,
+                          latencies={TPOT_NEW: (0.5,)})
+        prom = prometheus_factory(vllm_exporter.targets())
+        prom.wait_for_series("count(vllm:num_requests_waiting) == 2", timeout=30)
+        prom.wait_for_series(f'count({old_family}_bucket{{le="+Inf"}}) >= 1', timeout=30)
+        time.sleep(5)  # two scrapes in the rate window
+        out = PrometheusSource(prom.url, rate_window_seconds=3).fetch(["ns"])
+        pods = tuple(_ready_pod(p, None, out[("ns", p)]) for p in ("new-0", "old-0"))
+        d, _ = decide(PolicyParams(), Observation(spec_replicas=2, ready_pods=pods, rollout_in_progress=True,
+                                                  slo_series=sum_slo_series(pods)), PolicyState(), time.time())
+        prom.stop()
+        return d.desired_replicas, str(d.reason), d.values.tpot_attainment
+
+    mixed = fleet("0.10.1", TPOT_OLD)
+    upgraded = fleet("0.12.0", TPOT_NEW)  # the control: both pods count requests
+    assert mixed[2] == pytest.approx(0.5, abs=0.05) and upgraded[2] == pytest.approx(0.5, abs=0.05)
+    assert mixed[:2] == upgraded[:2] and mixed[0] > 2, (mixed, upgraded)

@@ -144,9 +144,14 @@ def read_slo(
     ready pod is healthy (so all are served): its reading is taken as it is when its oldest
     sample is fresh (the same reading as the pods give, to the last bit), else the pods are read.
 
+    Partial (`SloReading.partial`): a histogram that is not usable, a healthy pod without fresh
+    token rates, or a histogram some pods with SLO series have and another lacks (its adapter
+    dropped it: that pod's breach must not vanish from the fleet's attainment).
+
     Worked example: 2 healthy pods of 3 served, with fresh prompt rates 1,000 and 2,000 and
     generation rates 300 and 500 tokens/s: 3,000 x 3 / 2 = 4,500 prompt and 1,200 generated
-    tokens/s; no histogram: none usable, not partial.
+    tokens/s; no histogram: none usable, not partial. With a TTFT histogram on the first pod
+    only: partial.
     """
     if series is not None and now - series.oldest <= stale:
         return series.reading
@@ -154,12 +159,12 @@ def read_slo(
     rated = 0
     ttfts: list[LatencyHistogram] = []
     tpots: list[LatencyHistogram] = []
-    present = False
+    present = 0
     for pod in healthy:  # one pass, the rates' health inline (`MetricSample.health` is FRESH)
         p, g, ttft, tpot = pod.prompt_tokens_per_second, pod.generation_tokens_per_second, pod.ttft, pod.tpot
         if p is None and g is None and ttft is None and tpot is None:
             continue
-        present = True
+        present += 1
         if (p is not None and g is not None and 0.0 <= p.value < math.inf and 0.0 <= g.value < math.inf
                 and now - p.timestamp <= stale and now - g.timestamp <= stale):
             prompt += p.value
@@ -174,9 +179,10 @@ def read_slo(
     ttft_ok, ttft_count, ttft_bad = usable_histograms(ttfts, now, stale)
     tpot_ok, tpot_count, tpot_bad = usable_histograms(tpots, now, stale)
     scale = served / rated if rated else 0.0
+    lacking = 0 < len(ttfts) < present or 0 < len(tpots) < present
     return SloReading(
         prompt * scale if rated else None, generation * scale if rated else None, by_layout(ttft_ok),
-        by_layout(tpot_ok), ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy),
+        by_layout(tpot_ok), ttft_count, tpot_count, served, ttft_bad or tpot_bad or rated < len(healthy) or lacking,
         len(ttft_ok),
     )
 

@@ -29,9 +29,11 @@ from autoscaler.adapters.prometheus import (
     HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    UNIT_LABEL,
     Series,
     build_target_queries,
     histogram_from_buckets,
+    per_request,
 )
 from autoscaler.adapters.prometheus.promql import quote_string, regex_matcher
 from autoscaler.policy.types import LatencyHistogram, MetricSample, PodStage
@@ -168,6 +170,12 @@ def _histograms(series: list[Series]) -> dict[str, dict[int, LatencyHistogram]]:
     return out
 
 
+def _per_token_pods(series: list[Series]) -> set[str]:
+    """The pods whose histogram in one histogram query's range answer counts tokens, as
+    `prometheus_source.per_token_pods` finds them at one instant."""
+    return {pod for labels, _ in series if labels.get(UNIT_LABEL) == "token" and (pod := labels.get("pod", ""))}
+
+
 @dataclass(frozen=True)
 class RawResults:
     """The answers of every query, keyed like the query dicts above."""
@@ -189,6 +197,7 @@ def assemble(
     """Join the range answers into steps. Pure."""
     sig = {k: _signal(raw.signals.get(k, [])) for k in SIGNAL_QUERY_KEYS}
     hist = {k: _histograms(raw.signals.get(k, [])) for k in HISTOGRAM_QUERY_KEYS}
+    per_token_tpot = _per_token_pods(raw.signals.get("tpot", []))
     spec = _scalar(raw.kube.get("spec", []))
     ready_replicas = _scalar(raw.kube.get("ready_replicas", []))
     updated = _scalar(raw.kube.get("updated_replicas", []))
@@ -275,7 +284,8 @@ def assemble(
                     prompt_tokens=sig["prompt_tokens"].get(name, {}).get(k),
                     generation_tokens=sig["generation_tokens"].get(name, {}).get(k),
                     ttft=hist["ttft"].get(name, {}).get(k),
-                    tpot=hist["tpot"].get(name, {}).get(k),
+                    tpot=(per_request(hist["tpot"].get(name, {}).get(k), sig["completed"].get(name, {}).get(k))
+                          if name in per_token_tpot else hist["tpot"].get(name, {}).get(k)),
                     queue_time=hist["queue_time"].get(name, {}).get(k),
                 )
             )

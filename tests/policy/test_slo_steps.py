@@ -141,6 +141,14 @@ def test_read_slo() -> None:
     # only bad token rates: known to be present, rates unknown
     r = read_slo((slo_pod("d", NOW, math.nan, 300.0),), 1, NOW, 60.0)
     assert r is not None and r.partial and r.prompt_tokens_per_second is None
+    # docstring: a TTFT histogram on the first pod only (the adapter dropped the second's, whose
+    # buckets were no histogram): partial, so its breach cannot vanish into the first's attainment
+    good = slo_pod("a", NOW, 1_000.0, 300.0, ttft=hist((1.0, INF), (2.0, 2.0), NOW))
+    r = read_slo((good, pods[1]), 2, NOW, 60.0)
+    assert r is not None and r.partial and r.ttft_pods == 1
+    # ... and on both: whole
+    r = read_slo((good, slo_pod("b", NOW, 2_000.0, 500.0, ttft=hist((1.0, INF), (0.0, 2.0), NOW))), 2, NOW, 60.0)
+    assert r is not None and not r.partial and r.ttft_pods == 2
 
 
 @pytest.mark.parametrize(

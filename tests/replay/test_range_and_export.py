@@ -74,6 +74,24 @@ def test_assemble_without_kube_state_metrics_says_so() -> None:
     assert steps[0].demand == {"requests_per_second": 2.0} and steps[1].demand == {}
 
 
+def test_assemble_weights_a_per_token_tpot_by_the_finished_requests() -> None:
+    """vLLM <= 0.10's TPOT histogram counts tokens (the query tags it `vqa_unit="token"`): the
+    recording holds it weighted by the pod's finished requests, as the live fetch does
+    (`prometheus_source.per_request`), so a replay decides on what the live loop saw."""
+    times = [100.0]
+    buckets = [({"namespace": "llm", "pod": "qwen-a-b", "le": le, FIELD_LABEL: "value", "vqa_unit": "token"},
+                [(100.0, rate)]) for le, rate in (("0.1", 900.0), ("+Inf", 1000.0))]
+    stamp = [({"namespace": "llm", "pod": "qwen-a-b", FIELD_LABEL: "timestamp"}, [(100.0, 99.0)])]
+    raw = RawResults(signals={"completed": _signal("qwen-a-b", 2.0, 99, times), "tpot": buckets + stamp},
+                     kube={}, demand={})
+    _, steps = assemble("llm", "qwen", 100, 100, 15, raw, {})
+    assert steps[0].pods[0].tpot == LatencyHistogram((0.1, math.inf), (1.8, 2.0), 99.0)
+    # without the pod's finished requests it cannot be weighted: absent, never the token counts
+    raw = RawResults(signals={"tpot": buckets + stamp, "waiting": _signal("qwen-a-b", 1, 99, times)}, kube={}, demand={})
+    _, steps = assemble("llm", "qwen", 100, 100, 15, raw, {})
+    assert steps[0].pods[0].tpot is None
+
+
 def test_plain_prometheus_export_is_read(tmp_path: Path) -> None:
     def series(name: str, pod: str, values: list[str], **labels: str) -> dict[str, object]:
         return {"metric": {"__name__": name, "namespace": "llm", "pod": pod, **labels},

@@ -92,10 +92,12 @@ from autoscaler.adapters.prometheus.queries import (
     TPOT_METRIC,
     TPOT_METRIC_LEGACY,
     TTFT_METRIC,
+    UNIT_LABEL,
     WAITING_METRIC,
     build_queries,
     build_target_queries,
     histogram_from_buckets,
+    per_request,
 )
 
 __all__ = [
@@ -112,6 +114,8 @@ __all__ = [
     "QUEUE_TIME_METRIC",
     "MAX_HISTOGRAM_BUCKETS",
     "FIELD_LABEL",
+    "UNIT_LABEL",
+    "per_request",
     "SIGNALS",
     "HISTOGRAMS",
     "QUERIES_PER_FETCH",

@@ -45,6 +45,8 @@ from autoscaler.adapters.prometheus.queries import (
     _check_rate_window,
     _per_pod,
     _per_pod_histograms,
+    per_request,
+    per_token_pods,
     build_queries,
 )
 from autoscaler.policy.types import LatencyHistogram, MetricSample
@@ -158,9 +160,12 @@ def _redact_url(url: str) -> str:
 def _pod_metrics(
     per_signal: dict[str, dict[tuple[str, str], MetricSample]],
     per_histogram: dict[str, dict[tuple[str, str], LatencyHistogram]],
+    per_token_tpot: set[tuple[str, str]],
 ) -> dict[tuple[str, str], PodMetrics]:
     """Join the per-pod answers of one fetch: every pod any query has, sorted; the KV usage
-    from `vllm:kv_cache_usage_perc`, else (per pod) `vllm:gpu_cache_usage_perc`."""
+    from `vllm:kv_cache_usage_perc`, else (per pod) `vllm:gpu_cache_usage_perc`; a TPOT
+    histogram that counts tokens (`per_token_tpot`) weighted by the pod's finished requests
+    (`per_request`)."""
     kv_new, kv_old = per_signal["kv"], per_signal["kv_legacy"]
     pods = sorted(set().union(*per_signal.values(), *per_histogram.values()))
     out: dict[tuple[str, str], PodMetrics] = {}
@@ -182,7 +187,8 @@ def _pod_metrics(
             prompt_tokens_per_second=per_signal["prompt_tokens"].get(pod),
             generation_tokens_per_second=per_signal["generation_tokens"].get(pod),
             ttft=per_histogram["ttft"].get(pod),
-            tpot=per_histogram["tpot"].get(pod),
+            tpot=(per_request(per_histogram["tpot"].get(pod), per_signal["completed"].get(pod))
+                  if pod in per_token_tpot else per_histogram["tpot"].get(pod)),
             queue_time=per_histogram["queue_time"].get(pod),
         )
     return out
@@ -293,12 +299,16 @@ class PrometheusSource:
             return {}
         per_signal: dict[str, dict[tuple[str, str], MetricSample]] = {}
         per_histogram: dict[str, dict[tuple[str, str], LatencyHistogram]] = {}
+        per_token: set[tuple[str, str]] = set()
         for key, promql in build_queries(namespaces, self._rate_window_seconds).items():
             if key in HISTOGRAMS:
-                per_histogram[key] = _per_pod_histograms(self.query(promql, now=now), key)
+                samples = self.query(promql, now=now)
+                per_histogram[key] = _per_pod_histograms(samples, key)
+                if key == "tpot":
+                    per_token = per_token_pods(samples)
             else:
                 per_signal[key] = _per_pod(self.query(promql, now=now), key)
-        return _pod_metrics(per_signal, per_histogram)
+        return _pod_metrics(per_signal, per_histogram, per_token)
 
     def query(self, promql: str, now: float | None = None) -> list[Sample]:
         """One instant query (retried per the policy above), parsed with `parse_vector`."""

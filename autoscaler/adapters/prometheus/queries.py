@@ -32,6 +32,11 @@ MAX_HISTOGRAM_BUCKETS: Final = 64
 """Buckets of one pod's histogram (vLLM has at most 22): a pod with more gets None."""
 
 FIELD_LABEL: Final = "vqa_field"  # tags each result series as "value" or "timestamp"
+UNIT_LABEL: Final = "vqa_unit"  # "token" on the buckets of a histogram that counts tokens, not requests
+PER_TOKEN_FAMILIES: Final = frozenset({TPOT_METRIC_LEGACY})
+"""Histogram families observed once per output token (vLLM <= 0.10's TPOT), not once per request:
+their counts are rescaled to the pod's finished requests (`per_request`) before they are summed
+with per-request histograms or held against a requests/s minimum."""
 _VALUE: Final = "value"
 _TIMESTAMP: Final = "timestamp"
 
@@ -93,6 +98,8 @@ def _histogram_parts(family: str, matcher: str, rate_window: str) -> tuple[str, 
     oldest engine's latest `+Inf` bucket sample time."""
     buckets = f"{family}_bucket{{{matcher}}}"
     value = f"sum by (namespace, pod, le) (max by (namespace, pod, engine, le) (rate({buckets}[{rate_window}])))"
+    if family in PER_TOKEN_FAMILIES:
+        value = f'label_replace({value}, "{UNIT_LABEL}", "token", "", "")'
     inf_bucket = f'{family}_bucket{{{matcher}, le="+Inf"}}'
     timestamp = f"min by (namespace, pod) (max by (namespace, pod, engine) (timestamp({inf_bucket})))"
     return value, timestamp
@@ -267,6 +274,31 @@ def _histogram_halves(
             raise PrometheusBadResponse(f"{what}: sample timestamp {value!r} of {key[0]}/{key[1]} is not finite")
         stamps[key] = value
     return buckets, stamps
+
+
+def per_token_pods(samples: list[Sample]) -> set[tuple[str, str]]:
+    """The pods whose histogram in one histogram query's answer counts tokens (`UNIT_LABEL`)."""
+    return {key for labels, _value, _t in samples
+            if labels.get(UNIT_LABEL) == "token" and (key := _pod_key(labels)) is not None}
+
+
+def per_request(histogram: LatencyHistogram | None, completed: MetricSample | None) -> LatencyHistogram | None:
+    """A per-token histogram weighted as one of requests: every bucket rate times the pod's
+    finished requests/s over its tokens/s, so that the share within a bound stays the tokens'
+    and the pod counts as many requests as it finished (a per-request TPOT family counts one a
+    finished request). None, never a guess, without a finite non-negative request rate.
+
+    Worked example: bounds (0.05, 0.1, +Inf), token rates (600, 900, 1000), 2 requests/s
+    finished: (1.2, 1.8, 2.0): 90 % within 0.1 s, 2 requests/s. No tokens: as it is.
+    """
+    if histogram is None or completed is None or not 0.0 <= completed.value < math.inf:
+        return None
+    count = histogram.count_per_second
+    if not count > 0.0:
+        return histogram
+    scale = completed.value / count
+    return LatencyHistogram(histogram.upper_bounds, tuple(r * scale for r in histogram.cumulative_per_second),
+                            histogram.timestamp)
 
 
 def _per_pod_histograms(samples: list[Sample], what: str) -> dict[tuple[str, str], LatencyHistogram]:
