@@ -128,6 +128,13 @@ def format_value(value: object) -> str:
     return str(value)
 
 
+def check_output_suffix(flag: str, path: str | None, suffix: str) -> None:
+    """Refuse an output name that does not end in `suffix` (`.png`: matplotlib picks the format
+    by it): the name alone, before any other input is looked at. One line, exit 2."""
+    if path is not None and path != STDOUT and Path(path).suffix.lower() != suffix:
+        fail(f"{flag} {path}: must end in {suffix}")
+
+
 def check_output_path(flag: str, path: str | None, suffix: str | None = None, make_folder: bool = False) -> None:
     """Refuse, before any work, an output path that cannot be written: `suffix` not its own
     (`.png`: matplotlib picks the format by it), a directory, a folder that does not exist

@@ -18,6 +18,7 @@ from autoscaler.cli.output import (
     JSON,
     TEXT,
     check_output_path,
+    check_output_suffix,
     console,
     no_progress_option,
     output_file_option,
@@ -86,7 +87,7 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     from dataclasses import replace
 
     fmt, json_out = resolve_output_file(output, output_file, json_alias)
-    check_output_path("--plot", plot_out, ".png")  # the name alone, first
+    check_output_suffix("--plot", plot_out, ".png")  # the name alone, first: its folder may be made later
     outs = Outputs(fmt, json_out, md_out, plot_out, not no_progress)
     require_extra("numpy", "sim", "autoscaler simulate")
     require_extra("highspy", "sim", "autoscaler simulate")  # the sweep's lead-time bound (sim/lead_bound.py)

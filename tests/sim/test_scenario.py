@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,19 @@ def test_a_refused_run_makes_no_output_folder(tmp_path: Path) -> None:
                                     "--output-file", str(out)])
     assert res.exit_code == 2 and "unknown policy hpa-bogus" in res.output
     assert not (tmp_path / "new").exists()
+
+
+def test_plot_and_outputs_go_into_folders_that_do_not_exist_yet(tmp_path: Path) -> None:
+    """`make demo` on a fresh clone writes build/demo/demo.png before build/ exists: the plot's
+    early check looks at its name only (a regression: it refused the missing folder)."""
+    from click.testing import CliRunner
+
+    from autoscaler.cli import main
+
+    plot, out = tmp_path / "build" / "demo" / "demo.png", tmp_path / "other" / "demo.json"
+    res = CliRunner().invoke(main, ["simulate", "--trace", TRACE, "--duration", "120", "--policy", "static",
+                                    "--plot", str(plot), "--output-file", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert plot.stat().st_size > 0 and json.loads(out.read_text())
+    res = CliRunner().invoke(main, ["simulate", "--trace", TRACE, "--duration", "120", "--plot", str(tmp_path / "x.jpg")])
+    assert res.exit_code == 2 and "--plot" in res.output and "must end in .png" in res.output
