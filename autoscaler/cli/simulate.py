@@ -187,8 +187,8 @@ def _single(sc: Scenario, prep: Prepared, outs: Outputs) -> None:
         _check_static(sc, prep, name, [])
     screen = console(min_width=MIN_WIDTH)
     desc = _describe(prep)
-    if outs.text:
-        screen.print(desc)
+    if outs.text and outs.progress:  # what is running, beside the progress bars; the table repeats it
+        console(stderr=True).print(desc)
     results: dict[str, RunResult] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console(stderr=True), transient=True,
