@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 import click
 
 from autoscaler import __version__
+from autoscaler.controller.logs import CurrentStderr, configure_logging
 from autoscaler.policy import COMPILED_MODULES
 
 
@@ -43,6 +45,10 @@ class _Group(click.Group):
                       message=f"%(prog)s %(version)s (policy: {policy_build(COMPILED_MODULES)})")
 def main() -> None:
     """Autoscale vLLM Deployments on request queue depth and KV-cache usage."""
+    # A command's log lines go to stderr, errors only: stdout holds its data and a failure is
+    # its own one line (docs/cli.md), not preceded by an adapter's retry warnings. `run` sets
+    # its own (stdout, the controller's output, from info up).
+    configure_logging(CurrentStderr(), logging.ERROR)
 
 
 def _register() -> None:
