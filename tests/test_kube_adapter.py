@@ -537,6 +537,20 @@ def test_emit_event_timestamps_come_from_the_clock(kube_server: KubeApiServer, k
     assert parse_time(created["firstTimestamp"]) == parse_time(created["lastTimestamp"]) == T0
 
 
+def test_an_event_whose_create_timed_out_but_landed_is_recorded_once(
+        kube_server: KubeApiServer, kubeconfig_path: Path) -> None:
+    """The first try's answer comes after the client's timeout, but the server applied it. With
+    a server-chosen name (generateName) the retry made a second ScaledDown; the name is now the
+    client's, so the retry is a 409 AlreadyExists: the Event recorded (found by a review)."""
+    kube_server.inject_fault(method="POST", path_regex=r"/events$", status=None, delay_seconds=1.3, times=1)
+    with KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None,
+                                     request_timeout_seconds=1.0) as client:
+        client.emit_event("llm", ("qwen", "u1"), "ScaledDown", "4 -> 3: scale_down")
+    time.sleep(0.5)  # the first try's answer, late
+    assert [e["reason"] for e in kube_server.list("Event", "llm")] == ["ScaledDown"]
+    assert sorted(r.status for r in kube_server.requests_matching("POST", r"/events$")) == [201, 409]
+
+
 def test_state_configmap_round_trip(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
     empty = kube_client.read_state("llm", "autoscaler-state")
     assert empty == StoredState()

@@ -27,8 +27,10 @@ class Clock:
 
 @pytest.fixture
 def clients(kubeconfig_path: Path) -> Iterator[tuple[KubeClient, KubeClient]]:
-    a = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None, retry_attempts=1)
-    b = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None, retry_attempts=1)
+    a = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None, retry_attempts=1,
+                                    reporting_instance="replica-a")
+    b = KubeClient.from_environment(kubeconfig=str(kubeconfig_path), sleep=lambda s: None, retry_attempts=1,
+                                    reporting_instance="replica-b")
     yield a, b
     a.close()
     b.close()
@@ -109,12 +111,58 @@ def test_racing_for_an_expired_lease_one_wins(
     assert (won_a, results) == (False, [True])
     assert kube_server.get("leases", NS, "vllm-queue-autoscaler")["spec"]["holderIdentity"] == "b"  # type: ignore[index]
     a, b = b, a  # from here on, "a" is the leader
-    # a stale write (someone else renewed in between) is a 409 and leaves a fenced
+    # a stale write (someone else wrote the Lease in between) is a 409: a stops acting at once
+    # (client-go would act on until its renew deadline), and reads again next period
     kube_server.inject_conflict("leases", NS, "vllm-queue-autoscaler", method="PUT")
     clock.now += 2
-    assert a.step() is True  # the conflict: a keeps acting only inside its renew deadline
-    clock.now += 10
-    assert a.is_leader() is False
+    assert a.step() is False and a.time_left() == 0.0
+    clock.now += 2
+    assert a.step() is True  # the Lease still names a: renewed
+
+
+def test_a_deleted_lease_never_gives_two_leaders(
+    kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]
+) -> None:
+    """`kubectl delete lease` to force a failover: b, which saw a lead, creates the Lease only
+    once a's record has not changed for a lease duration (a's fence has closed by then); a,
+    the holder it names, takes it back at once. Before, b created it at once and led while a's
+    fence was still open, and a's conditional scale write went out (found by a review)."""
+    clock = Clock()
+    a, b = electors(clients, clock)
+    assert a.step() and not b.step()
+    clock.now += 1
+    assert a.step() and not b.step()  # b sees a's record change at 1001
+    kube_server.delete("leases", NS, "vllm-queue-autoscaler")
+    clock.now += 0.5
+    assert b.step() is False and kube_server.list("leases", NS) == []  # a may still act: b waits
+    assert a.step() is True and a.time_left() > 0  # a finds no Lease and, the holder b saw, recreates it
+    assert not b.step()
+    # a is gone (no more renewals) and the Lease deleted again: b takes it 15 s after a's last change
+    kube_server.delete("leases", NS, "vllm-queue-autoscaler")
+    clock.now += 14
+    assert b.step() is False and not a.is_leader()
+    clock.now += 1.5
+    assert b.step() is True
+
+
+def test_a_409_on_creating_the_lease_means_another_replica_leads(
+    kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]
+) -> None:
+    """a led; its Lease was deleted; while a's create was on its way a replica that never saw
+    the Lease (just started) created it: a's 409 ends its leadership at once, its fence closed
+    for the scale write. Before, a acted on until its renew deadline, beside the new leader."""
+    clock = Clock()
+    a, _ = electors(clients, clock)
+    c = LeaderElector(clients[1], LeaseSettings(namespace=NS, lease_duration_seconds=15, renew_deadline_seconds=10,
+                                                retry_period_seconds=2, identity="c"), clock=clock)
+    assert a.step()
+    kube_server.delete("leases", NS, "vllm-queue-autoscaler")
+    clock.now += 2
+    kube_server.inject_fault(method="POST", path_regex=r"/leases$", status=None, times=1,
+                             user_agent_regex="replica-a", before=lambda: c.step())
+    assert a.step() is False and a.time_left() == 0.0
+    assert kube_server.get("leases", NS, "vllm-queue-autoscaler")["spec"]["holderIdentity"] == "c"  # type: ignore[index]
+    assert c.is_leader()
 
 
 def test_release_hands_over_at_once(kube_server: KubeApiServer, clients: tuple[KubeClient, KubeClient]) -> None:

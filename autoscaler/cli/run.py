@@ -111,6 +111,9 @@ def run(
 
     metrics = ControllerMetrics()
     stop = threading.Event()
+    # The election stops only after the last tick (which a signal lets finish, its writes
+    # fenced): it renews the Lease until then, and cannot take the Lease back after release.
+    election_stop = threading.Event()
     namespace = os.environ.get("POD_NAMESPACE") or watcher.current.controller.namespace
     elector: LeaderElector | None = None
     if leader_elect:
@@ -122,7 +125,7 @@ def run(
             sys.exit(2)
         elector = LeaderElector(kube, settings)
         elector.step()  # the first tick knows whether it leads
-        elector.start(stop)
+        elector.start(election_stop)
     controller = Controller(
         watcher=watcher, kube=kube, metrics=metrics, dry_run=dry_run, controller_namespace=namespace, fence=elector,
         prometheus_factory=factory,
@@ -158,6 +161,8 @@ def run(
     finally:
         stop.set()
         if elector is not None:
+            election_stop.set()
+            elector.join()  # no step in flight: none can take the Lease back after the release
             elector.release()
         controller.close()
         kube.close()

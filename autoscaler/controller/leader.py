@@ -11,6 +11,16 @@ Two controller replicas run; both tick (their caches and learned state stay warm
 * every write carries the resourceVersion it read: of two replicas racing for an expired
   Lease, one gets 409 and stays a follower.
 
+Stricter than client-go in two places, so that the fence below holds when the Lease is
+deleted by hand (a common way to force a failover) or written by another replica:
+
+* a 409 or 404 on this replica's own Lease write ends its leadership at once (client-go acts
+  on until its renew deadline);
+* a replica that finds no Lease creates one at once only when the holder it last saw was
+  itself or nobody; after seeing another holder it waits until that holder's record has not
+  changed for a lease duration, when its fence must have closed (`_other_holder_may_act`).
+  A replica that never saw the Lease creates it at once, as client-go does.
+
 Timestamps, all on this replica's monotonic clock: a renewal counts from *before* its GET
 (the earliest moment the record it writes can be seen), an observation of another holder's
 record from *after* the GET returns (the latest moment it can have been written). Both err
@@ -43,7 +53,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.adapters.kubernetes import KubeClient, KubeConflict, KubeError
+from autoscaler.adapters.kubernetes import KubeClient, KubeConflict, KubeError, KubeNotFound
 from autoscaler.config.model import is_dns_subdomain
 
 
@@ -153,6 +163,9 @@ class LeaderElector:
             lease = self.kube.read_lease(s.namespace, s.name, timeout_seconds=timeout)
             read_at = self._clock()  # what was read was current at the latest now
             if lease is None:
+                other = self._other_holder_may_act(read_at)
+                if other is not None:
+                    return self._lost(read_at, other)
                 self.kube.create_lease(s.namespace, self._body(None, acquire=True, transitions=0),
                                        timeout_seconds=timeout)
                 return self._won(started, "acquired")
@@ -170,15 +183,36 @@ class LeaderElector:
             body = self._body(lease, acquire=not ours, transitions=transitions)
             self.kube.replace_lease(s.namespace, s.name, body, timeout_seconds=timeout)
             return self._won(started, "renewed" if ours else "took_over")
-        except KubeConflict:
-            # another replica wrote first: re-read next time, act only while still fenced in
-            return self._keep(self._clock())
+        except (KubeConflict, KubeNotFound) as exc:
+            # another replica created or wrote the Lease first (409), or it was deleted under
+            # us (404): someone else may lead from now on, so this replica stops at once rather
+            # than at its renew deadline (client-go keeps acting until then); re-read next time
+            self.log.warning("lease_lost_to_a_write", error=str(exc))
+            return self._lost(self._clock(), "(another writer)")
         except KubeError as exc:
             self.log.warning("lease_renew_failed", error=str(exc))
             return self._keep(self._clock())
         finally:
             with self._lock:
                 self._last_step_end = self._clock()
+
+    def _other_holder_may_act(self, now: float) -> str | None:
+        """The Lease is gone (deleted by hand, say): the holder last seen, when it is another
+        replica and its record changed less than its lease duration ago by this clock. It may
+        still be inside its fence (its renew deadline runs from a renewal no later than that
+        change), so this replica creates the Lease only once that has passed. None: create now
+        (the holder was this replica, nobody, or no Lease was ever seen).
+
+        Worked example: holder "b" last seen changing at 100 with a 15 s lease: at 110, "b";
+        at 115.5, None.
+        """
+        if self._observed is None:
+            return None
+        holder, _renew, duration_s, _version = self._observed
+        if not holder or holder == self.identity:
+            return None
+        duration = _seconds(duration_s, self.settings.lease_duration_seconds)
+        return holder if now - self._observed_at < duration else None
 
     def _body(self, lease: dict[str, Any] | None, *, acquire: bool, transitions: int) -> dict[str, Any]:
         s = self.settings
@@ -265,6 +299,12 @@ class LeaderElector:
         self._thread = threading.Thread(target=self.run, args=(stop,), name="leader-election", daemon=True)
         self._thread.start()
         return self._thread
+
+    def join(self) -> None:
+        """Wait for the election thread to end (after its stop event is set): at most one step,
+        whose calls are bounded by the Lease request timeout and the adapter's retries."""
+        if self._thread is not None:
+            self._thread.join()
 
     def healthy(self) -> bool:
         """Liveness: false when the election thread died, or no step has ended for

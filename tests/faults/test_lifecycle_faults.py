@@ -88,6 +88,45 @@ def test_sigterm_mid_tick_finishes_the_patch_and_exits_0(
     assert "tick_failed" not in names and "Traceback" not in err
 
 
+def test_sigterm_mid_tick_with_leader_election_keeps_the_lease_until_the_tick_ends(
+    stack: Stack, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    """As above, leading by a Lease of 6 s (renew deadline 4 s), the PATCH held 4.5 s. The
+    signal stopped the election thread at once while the tick went on: no renewal, so the
+    tick's Event was fenced out, and at exit the Lease was not released (no longer leading),
+    so the follower waited a whole lease. Now the election runs until the last tick ended,
+    then stops, then the Lease is handed back (found by a review)."""
+    seed_cluster(kube_server, replicas=4)
+    config = write_config(tmp_path / "autoscaler.yaml", stack.proxy.url)
+    kube_server.inject_fault("PATCH", SCALE, status=None, delay_seconds=4.5, times=1)
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env["POD_NAME"] = "replica-a"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoscaler.cli", "run", "--config", str(config), "--kubeconfig",
+         str(kubeconfig_path), "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--leader-elect",
+         "--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not kube_server.requests_matching("PATCH", SCALE) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # the PATCH in flight
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert replicas(kube_server) == 3
+    assert [e["reason"] for e in events(kube_server)] == ["ScaledDown"]
+    lease = kube_server.get("leases", "autoscaler", "vllm-queue-autoscaler")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # handed back
+    names = [x["event"] for x in json_lines(out)]
+    assert "released" in names and "event_failed" not in names and "Traceback" not in err
+
+
 def test_a_pod_flapping_ready_unready_never_scales_down(
     stack: Stack, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,6 +25,7 @@ from autoscaler.adapters.kubernetes.auth import TokenFile, install, kubeconfig_t
 from autoscaler.adapters.kubernetes.errors import (
     AMBIGUOUS_ERRORS,
     RETRYABLE_ERRORS,
+    KubeConflict,
     KubeError,
     KubeFenced,
     KubeNotFound,
@@ -409,14 +411,19 @@ class KubeClient:
     def emit_event(self, namespace: str, deployment: DeploymentInfo | tuple[str, str], reason: str, message: str,
                    type_: str = "Normal", *, fence: Fence | None = None) -> dict[str, Any]:
         """Record a core/v1 Event on the Deployment (`deployment` or `(name, uid)`); returns the
-        created Event. Events are informational: callers usually log and ignore a KubeError."""
+        created Event. Events are informational: callers usually log and ignore a KubeError.
+
+        Its name is chosen here, once a call (as client-go's recorder does, `<name>.<hex>`), not
+        by the server (`generateName`): a try that timed out but was applied makes the next try
+        a 409 AlreadyExists, which is the Event recorded, not a second one."""
         name, uid = (deployment.name, deployment.uid) if isinstance(deployment, DeploymentInfo) else deployment
         now = self._clock()
         stamp = format_time(now)
         body = {
-            # generateName: the server appends a random suffix, so that two events in the same
-            # tick (or under a frozen test clock) never collide.
-            "metadata": {"generateName": f"{name}.", "namespace": namespace, "labels": {MANAGED_BY_LABEL: COMPONENT}},
+            # random, not the time: two events in the same tick (or under a frozen test clock)
+            # never collide
+            "metadata": {"name": f"{name}.{secrets.token_hex(8)}", "namespace": namespace,
+                         "labels": {MANAGED_BY_LABEL: COMPONENT}},
             "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
                                "namespace": namespace, "uid": uid},
             "reason": reason,
@@ -429,8 +436,13 @@ class KubeClient:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        created: dict[str, Any] = self._call(_Op("create", "events", namespace), self._core.create_namespaced_event,
-                                             namespace, body, fence=fence)
+        try:
+            created: dict[str, Any] = self._call(_Op("create", "events", namespace),
+                                                 self._core.create_namespaced_event, namespace, body, fence=fence)
+        except KubeConflict as exc:
+            if not exc.maybe_written:  # (a random name another Event already has: not ours)
+                raise
+            return body  # an earlier try was applied: that is the Event
         return created
 
     # ---- persisted state
