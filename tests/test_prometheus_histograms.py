@@ -45,9 +45,9 @@ def test_token_rate_queries_sum_engines_per_pod() -> None:
     q = build_queries(["a"], rate_window_seconds=30)
     sel = 'vllm:prompt_tokens_total{namespace=~"^(?:a)$"}'
     assert q["prompt_tokens"] == (
-        f'label_replace(sum by (namespace, pod) (max by (namespace, pod, engine) (rate({sel}[30s]))),'
+        f'label_replace(sum by (namespace, pod) (max by (namespace, pod, engine, model_name) (rate({sel}[30s]))),'
         ' "vqa_field", "value", "", "")'
-        f" or label_replace(min by (namespace, pod) (max by (namespace, pod, engine) (timestamp({sel}))),"
+        f" or label_replace(min by (namespace, pod) (max by (namespace, pod, engine, model_name) (timestamp({sel}))),"
         ' "vqa_field", "timestamp", "", "")'
     )
     assert "vllm:generation_tokens_total{" in q["generation_tokens"]
@@ -58,9 +58,9 @@ def test_histogram_query_text() -> None:
     m = 'namespace=~"^(?:a)$"'
 
     def parts(family: str) -> tuple[str, str]:
-        value = (f"sum by (namespace, pod, le) (max by (namespace, pod, engine, le) "
+        value = (f"sum by (namespace, pod, le) (max by (namespace, pod, engine, model_name, le) "
                  f"(rate({family}_bucket{{{m}}}[60s])))")
-        ts = (f"min by (namespace, pod) (max by (namespace, pod, engine) "
+        ts = (f"min by (namespace, pod) (max by (namespace, pod, engine, model_name) "
               f'(timestamp({family}_bucket{{{m}, le="+Inf"}})))')
         return value, ts
 

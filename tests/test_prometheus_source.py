@@ -255,20 +255,20 @@ def test_build_queries_exact_text() -> None:
     q = build_queries(["b", "a", "a"])
     sel_w = 'vllm:num_requests_waiting{namespace=~"^(?:a|b)$"}'
     assert q["waiting"] == (
-        f'label_replace(sum by (namespace, pod) (max by (namespace, pod, engine) ({sel_w})), "vqa_field", "value", "", "")'
-        f' or label_replace(min by (namespace, pod) (max by (namespace, pod, engine) (timestamp({sel_w}))),'
+        f'label_replace(sum by (namespace, pod) (max by (namespace, pod, engine, model_name) ({sel_w})), "vqa_field", "value", "", "")'
+        f' or label_replace(min by (namespace, pod) (max by (namespace, pod, engine, model_name) (timestamp({sel_w}))),'
         f' "vqa_field", "timestamp", "", "")'
     )
     sel_kv = 'vllm:kv_cache_usage_perc{namespace=~"^(?:a|b)$"}'
-    e = f"max by (namespace, pod, engine) ({sel_kv})"
+    e = f"max by (namespace, pod, engine, model_name) ({sel_kv})"
     assert q["kv"] == (
         f"label_replace((max by (namespace, pod) ({e}) unless on (namespace, pod) ({e} != {e}))"
         f' or sum by (namespace, pod) ({e} != {e}), "vqa_field", "value", "", "")'
-        f" or label_replace(min by (namespace, pod) (max by (namespace, pod, engine) (timestamp({sel_kv}))),"
+        f" or label_replace(min by (namespace, pod) (max by (namespace, pod, engine, model_name) (timestamp({sel_kv}))),"
         f' "vqa_field", "timestamp", "", "")'
     )
     sel_c = 'vllm:request_success_total{namespace=~"^(?:a|b)$"}'
-    by = "namespace, pod, engine, finished_reason"
+    by = "namespace, pod, engine, model_name, finished_reason"
     assert q["completed"] == (
         f"label_replace(sum by (namespace, pod) (max by ({by}) (rate({sel_c}[60s]))),"
         f' "vqa_field", "value", "", "")'
@@ -1128,3 +1128,22 @@ def test_a_rolling_upgrade_mixing_per_token_and_per_request_tpot_reads_requests(
     upgraded = fleet("0.12.0", TPOT_NEW)  # the control: both pods count requests
     assert mixed[2] == pytest.approx(0.5, abs=0.05) and upgraded[2] == pytest.approx(0.5, abs=0.05)
     assert mixed[:2] == upgraded[:2] and mixed[0] > 2, (mixed, upgraded)
+
+
+@pytest.mark.integration
+def test_two_servers_in_one_pod_are_added_not_collapsed(vllm_exporter: VllmExporter, prometheus_factory: Any) -> None:
+    """Two vLLM servers in one pod (two models, both engine "0"): the max that collapses one
+    series scraped twice took one server's numbers for the pod's (waiting 20 of 30, running the
+    other model's 8 of 12). Their series differ in `model_name`: added (found by a review)."""
+    vllm_exporter.set("ns", "duo-0#big", waiting=10, running=8, kv=0.9, completed=2, model_name="llama-70b")
+    vllm_exporter.set("ns", "duo-0#small", waiting=20, running=4, kv=0.3, completed=5, model_name="llama-8b")
+    targets = [ScrapeTarget(vllm_exporter.address, vllm_exporter.metrics_path("ns", p), {"namespace": "ns", "pod": "duo-0"},
+                            job="vllm") for p in ("duo-0#big", "duo-0#small")]
+    prom = prometheus_factory(targets)
+    prom.wait_for_series('count(vllm:num_requests_waiting{pod="duo-0"}) == 2', timeout=30)
+    time.sleep(4)  # two scrapes in the rate window
+    m = PrometheusSource(prom.url, rate_window_seconds=3).fetch(["ns"])[("ns", "duo-0")]
+    assert m.waiting is not None and m.running is not None and m.kv_cache_usage is not None
+    assert (m.waiting.value, m.running.value, m.kv_cache_usage.value) == (30.0, 12.0, 0.9)
+    assert m.completed_per_second is not None and m.completed_per_second.value == pytest.approx(7.0, rel=0.15)
+    assert m.ttft is not None and m.ttft.count_per_second == pytest.approx(7.0, rel=0.15)

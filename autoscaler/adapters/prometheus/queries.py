@@ -40,6 +40,11 @@ with per-request histograms or held against a requests/s minimum."""
 _VALUE: Final = "value"
 _TIMESTAMP: Final = "timestamp"
 
+SERVER_LABELS: Final = "engine, model_name"
+"""What tells one vLLM engine's series from another's in a pod: its engine index and the model
+it serves (two servers in one pod both number their engine 0). The queries first take the max
+over series equal in these (one engine scraped by two jobs), then add or max the engines."""
+
 # signal key -> (metric name, aggregation over engines)
 SIGNALS: Final[Mapping[str, tuple[str, str]]] = {
     "waiting": (WAITING_METRIC, "sum"),
@@ -72,11 +77,11 @@ def _tag(expr: str, field: str) -> str:
 
 def _signal_query(metric: str, aggregation: str, namespace_matcher: str, rate_window: str) -> str:
     selector = f"{metric}{{{namespace_matcher}}}"
-    series = "namespace, pod, engine"
+    series = f"namespace, pod, {SERVER_LABELS}"
     per_engine = f"max by ({series}) ({selector})"
     if aggregation == "rate":
         if metric == COMPLETED_METRIC:
-            series = "namespace, pod, engine, finished_reason"
+            series = f"namespace, pod, {SERVER_LABELS}, finished_reason"
         value = f"sum by (namespace, pod) (max by ({series}) (rate({selector}[{rate_window}])))"
     elif aggregation == "sum":
         value = f"sum by (namespace, pod) ({per_engine})"
@@ -97,11 +102,11 @@ def _histogram_parts(family: str, matcher: str, rate_window: str) -> tuple[str, 
     rates summed over engines (the max over duplicated series of one engine first); per pod, the
     oldest engine's latest `+Inf` bucket sample time."""
     buckets = f"{family}_bucket{{{matcher}}}"
-    value = f"sum by (namespace, pod, le) (max by (namespace, pod, engine, le) (rate({buckets}[{rate_window}])))"
+    value = f"sum by (namespace, pod, le) (max by (namespace, pod, {SERVER_LABELS}, le) (rate({buckets}[{rate_window}])))"
     if family in PER_TOKEN_FAMILIES:
         value = f'label_replace({value}, "{UNIT_LABEL}", "token", "", "")'
     inf_bucket = f'{family}_bucket{{{matcher}, le="+Inf"}}'
-    timestamp = f"min by (namespace, pod) (max by (namespace, pod, engine) (timestamp({inf_bucket})))"
+    timestamp = f"min by (namespace, pod) (max by (namespace, pod, {SERVER_LABELS}) (timestamp({inf_bucket})))"
     return value, timestamp
 
 
