@@ -126,7 +126,7 @@ def print_report(
     if total:
         console.print(table)
         if total > shown:
-            console.print(f"[dim]{total - shown} more differing ticks (see --json)[/dim]")
+            console.print(f"[dim]{total - shown} more differing ticks (see --output-file)[/dim]")
     else:
         console.print("[green]no differing tick[/green]")
 
