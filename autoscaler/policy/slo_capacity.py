@@ -52,7 +52,8 @@ rates x arrivals / completions when the queue model has an arrival estimate (els
 the headroom of `headroom` for the lead time.
 
 Absent signals (no pod has any of the SLO series) give no SLO signal: the other signals decide
-exactly as before. Present but stale, NaN or missing on some pods: the SLO data is partial and
+exactly as before, unless this target had them (`series_gone`): then they are missing, and the
+data partial. Present but stale, NaN or missing on some pods: the SLO data is partial and
 can never lower the replicas (`partial`), and nothing is learned.
 """
 
@@ -408,6 +409,21 @@ def starting_state(state: SloState, cold: tuple[float, float]) -> SloState:
     return state if state.cold_start == cold else SloState(cold_start=cold)
 
 
+def series_gone(policy: PolicyParams, state: SloState) -> SloSignal:
+    """No healthy pod has any SLO series, but this target's had them (its state holds a cold
+    start): the series are missing (a relabel rule or a recording rule dropped them, a scrape
+    job lost), not absent by nature. Partial, as when some pods lack them: the other signals
+    may raise the replicas, never lower them (`hold_on_partial_data`), nothing is learned. A
+    target whose series never came (a vLLM without them) gets None: the other signals decide.
+
+    Worked example: a state learned from (15,000, 3,000) and no series this tick: partial, no
+    replicas asked for (0), the capacity kept.
+    """
+    capacity = current_capacity(state, state.cold_start or (0.0, 0.0))
+    return SloSignal(0.0, None, None, capacity, state.capacity_prompt_tokens_per_second is not None,
+                     ttft_bound(policy.slo, None), None, None, None, False, True, 0.0, state)
+
+
 def assess_slo(
     policy: PolicyParams,
     healthy: tuple[ReadyPod, ...],
@@ -428,7 +444,7 @@ def assess_slo(
     """
     reading = read_slo(healthy, served, now, policy.stale_after_seconds, series)
     if reading is None:
-        return None
+        return None if state.cold_start is None else series_gone(policy, state)
     cold = cold_start_capacity(
         policy.capacity_profile, policy.capacity_prompt_tokens_per_second, policy.capacity_generation_tokens_per_second
     )

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from autoscaler.policy import Observation, PolicyParams
+from autoscaler.policy import Observation, PolicyParams, PolicyState, decide
 from autoscaler.policy.capacity_table import (
     CAPACITY_TABLE,
     GENERIC,
@@ -360,6 +360,41 @@ def test_assess_slo_docstring_example() -> None:
     assert s is not None and s.base_replicas == pytest.approx(0.9 * 1.3)
     # no series at all: no signal
     assert assess_slo(p, (slo_pod("a", NOW, None, None),), 1, True, demand(), SloState(), NOW) is None
+
+
+def test_series_gone_after_they_came_is_partial() -> None:
+    # docstring: a state learned from (15,000, 3,000) (here the H100 row's cold start) and no
+    # series this tick: partial, no replicas asked for, the capacity kept
+    p = PolicyParams(capacity_profile="llama-3-8b/h100")
+    learned = SloState(cold_start=H100).learned((20_000.0, 4_000.0))
+    s = assess_slo(p, (slo_pod("a", NOW, None, None),), 1, True, demand(), learned, NOW)
+    assert s is not None and s.partial and s.base_replicas == 0.0 and s.utilisation is None
+    assert (s.capacity, s.capacity_learned, s.state) == ((20_000.0, 4_000.0), True, learned)
+    seen = SloState(cold_start=H100)  # seen, nothing learned yet: the cold start, partial
+    s = assess_slo(p, (slo_pod("a", NOW, None, None),), 1, True, demand(), seen, NOW)
+    assert s is not None and s.partial and (s.capacity, s.capacity_learned) == (H100, False)
+
+
+def test_a_fleet_whose_slo_series_vanish_does_not_fall_to_the_queue_signals() -> None:
+    """Token rates on every pod, then on none (a relabel rule drops the counters): the fleet
+    held at 5 while some pods lacked them, but fell to 1 replica within 20 minutes when all did,
+    the queue and KV signals deciding alone (found by a review). It holds now."""
+    params = PolicyParams(capacity_prompt_tokens_per_second=15_000, capacity_generation_tokens_per_second=3_000)
+
+    def run(series_until_tick: int, ticks: int = 120) -> tuple[int, Reason]:
+        state, spec, t = PolicyState(), 4, NOW
+        for tick in range(ticks):  # 15 s ticks (120: 30 minutes), the fleet's load constant
+            has = tick < series_until_tick
+            ready = tuple(slo_pod(f"p{i}", t - 5, 20_000.0 / spec if has else None, 6_000.0 / spec if has else None,
+                                  running=8.0 / spec, kv=0.5) for i in range(spec))
+            d, state = decide(params, Observation(spec_replicas=spec, ready_pods=ready), state, t)
+            spec, t = d.desired_replicas, t + 15
+        return spec, d.reason
+
+    at_ten_minutes, _ = run(40, ticks=40)
+    gone, reason = run(40)  # 10 minutes with the series, then 20 without
+    assert at_ten_minutes >= 4 and gone == at_ten_minutes and reason is Reason.HOLD_METRICS_UNHEALTHY
+    assert run(0)[0] < at_ten_minutes  # never had them: the queue and KV signals decide (a vLLM without them)
 
 
 def test_add_headroom_docstring_example() -> None:
