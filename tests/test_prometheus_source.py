@@ -519,6 +519,19 @@ def test_connection_refused_is_unavailable_and_retried() -> None:
     assert info.value.retryable and sleeps == [0.5, 1.0]
 
 
+def test_a_fetch_starts_no_query_past_its_budget(fake: FakePrometheus) -> None:
+    """Every query answered after 0.3 s (slow, never failing): with a 0.5 s budget (the
+    controller gives its tick) the fetch stops after the query that crossed it, instead of
+    holding the tick for all ten (a review's slow Prometheus: 165 s a tick, past liveness)."""
+    fake.script = [(200, json.dumps(vector()).encode(), 0.3)] * QUERIES_PER_FETCH
+    source, _ = source_for(fake)
+    with pytest.raises(PrometheusUnavailable, match=r"longer than its budget of 0.5 s \(2 of 10 queries answered\)"):
+        source.fetch(["ns"], budget_seconds=0.5)
+    assert len(fake.seen) == 2
+    fake.script = []
+    assert source.fetch(["ns"], budget_seconds=0.5) == {}  # quick answers: all ten, within it
+
+
 def test_read_timeout_is_unavailable(fake: FakePrometheus) -> None:
     fake.script = [(200, b"{}", 1.0), OK]
     source, sleeps = source_for(fake, timeout_seconds=0.2)

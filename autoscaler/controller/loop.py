@@ -255,7 +255,8 @@ class Controller:
     ) -> Mapping[tuple[str, str], PodMetrics] | None:
         try:
             source = self._source(config.controller.prometheus)
-            return source.fetch(sorted({t.namespace for t in targets}), now=now)
+            return source.fetch(sorted({t.namespace for t in targets}), now=now,
+                                budget_seconds=config.controller.tick_seconds)
         except (PrometheusError, OSError, ValueError, TypeError) as exc:  # bad token file, TLS options...
             self.log.error("metrics_unreadable", error=str(exc), error_type=type(exc).__name__)
             for t in targets:

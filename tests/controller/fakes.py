@@ -151,7 +151,8 @@ class FakePrometheus(_Scripted):
         super().__init__()
         self.closed = False
 
-    def fetch(self, namespaces: Sequence[str], now: float | None = None) -> dict[tuple[str, str], PodMetrics]:
+    def fetch(self, namespaces: Sequence[str], now: float | None = None,
+              budget_seconds: float | None = None) -> dict[tuple[str, str], PodMetrics]:
         answer: dict[tuple[str, str], PodMetrics] = self._answer("fetch", {"namespaces": list(namespaces),
                                                                            "now": now})
         return answer

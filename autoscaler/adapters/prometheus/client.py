@@ -42,6 +42,7 @@ from autoscaler.adapters.prometheus.queries import (
     HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    QUERIES_PER_FETCH,
     _check_rate_window,
     _per_pod,
     _per_pod_histograms,
@@ -286,12 +287,18 @@ class PrometheusSource:
     # ------------------------------------------------------------------ public
 
     def fetch(
-        self, namespaces: Sequence[str], now: float | None = None
+        self, namespaces: Sequence[str], now: float | None = None, budget_seconds: float | None = None
     ) -> dict[tuple[str, str], PodMetrics]:
         """The signals of every vLLM pod in `namespaces`, keyed by (namespace, pod).
 
         Sends exactly `QUERIES_PER_FETCH` instant queries (evaluated at `now` if given), or none
         if `namespaces` is empty. A pod appears if it has at least one of the metrics.
+
+        `budget_seconds` (the controller gives its tick): no query is started once the fetch has
+        taken that long; `PrometheusUnavailable` instead. Each query is retried on its own, so a
+        Prometheus that answers every query after two timeouts would otherwise hold one tick for
+        ten queries x three tries (165 s at the 5 s timeout), past the liveness probe's patience.
+        At most the budget plus one query's tries.
         """
         if isinstance(namespaces, str):
             raise TypeError("namespaces must be a sequence of names, not a string")
@@ -300,7 +307,11 @@ class PrometheusSource:
         per_signal: dict[str, dict[tuple[str, str], MetricSample]] = {}
         per_histogram: dict[str, dict[tuple[str, str], LatencyHistogram]] = {}
         per_token: set[tuple[str, str]] = set()
-        for key, promql in build_queries(namespaces, self._rate_window_seconds).items():
+        started = time.monotonic()
+        for answered, (key, promql) in enumerate(build_queries(namespaces, self._rate_window_seconds).items()):
+            if budget_seconds is not None and time.monotonic() - started >= budget_seconds:
+                raise PrometheusUnavailable(f"Prometheus at {self._safe_url}: the fetch took longer than its budget of "
+                                            f"{budget_seconds:g} s ({answered} of {QUERIES_PER_FETCH} queries answered)")
             if key in HISTOGRAMS:
                 samples = self.query(promql, now=now)
                 per_histogram[key] = _per_pod_histograms(samples, key)
