@@ -1,6 +1,9 @@
 """Shared fixtures: the Kubernetes-API test server and a real Prometheus with a vLLM exporter."""
 
+from collections.abc import Iterator
+
 import pytest
+import structlog
 
 from tests.conftest_kube import kube_api_client, kube_client, kube_server, kube_sleeps, kubeconfig_path  # noqa: F401
 from tests.conftest_prometheus import (  # noqa: F401
@@ -18,3 +21,13 @@ def _no_terminal_size_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     tests about widths set it themselves."""
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_it_was() -> Iterator[None]:
+    """Every command configures structlog process-wide (its level and stream: docs/cli.md); a
+    command run in this process by click's test runner must not leave its level to the next test
+    (`capture_logs` swaps the processors, not the level filter)."""
+    config = structlog.get_config()
+    yield
+    structlog.configure(**config)
