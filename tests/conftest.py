@@ -23,11 +23,14 @@ def _no_terminal_size_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LINES", raising=False)
 
 
+_STRUCTLOG_AT_START = {**structlog.get_config(), "processors": list(structlog.get_config()["processors"])}
+
+
 @pytest.fixture(autouse=True)
-def _structlog_as_it_was() -> Iterator[None]:
+def _structlog_as_at_start() -> Iterator[None]:
     """Every command configures structlog process-wide (its level and stream: docs/cli.md); a
-    command run in this process by click's test runner must not leave its level to the next test
-    (`capture_logs` swaps the processors, not the level filter)."""
-    config = structlog.get_config()
+    command run in this process by click's test runner (in a test or a module's fixture) must
+    not leave its level to the next test (`capture_logs` swaps the processors, not the level
+    filter). Each test starts from the configuration the session started with."""
+    structlog.configure(**{**_STRUCTLOG_AT_START, "processors": list(_STRUCTLOG_AT_START["processors"])})
     yield
-    structlog.configure(**config)

@@ -64,8 +64,11 @@ def test_a_leader_partitioned_from_the_lease_stops_writing_before_anyone_can_tak
     fleet to scale down one pod per 5 s; B reaches everything. A's last write must come before B's
     first Lease write as holder, and A writes nothing past its renew deadline."""
     seed_cluster(kube_server, replicas=4)
+    # the simulated clock runs up to 40 s ahead of Prometheus': a rate window that reaches back
+    # to real samples, else every token rate is missing and the SLO data partial (a hold)
     config = write_config(tmp_path / "autoscaler.yaml", stack.proxy.url, scale_down_period_seconds=5,
-                          stale_after_seconds=600)
+                          stale_after_seconds=600, controller={"prometheus": {
+                              "url": stack.proxy.url, "timeout_seconds": 1, "rate_window_seconds": 60}})
     clock = SimClock(time.time())
     kube_server.clock = clock
     settings = dict(namespace=CONTROLLER_NS, lease_duration_seconds=15, renew_deadline_seconds=10,

@@ -47,18 +47,19 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in text.splitlines() if x.startswith("{")]
 
 
-def test_sigterm_mid_tick_finishes_the_patch_and_exits_0(
-    stack: Stack, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
-) -> None:
-    """The scale PATCH is held 3 s by the API server; SIGTERM arrives while it is in flight.
-    The tick finishes (the patch fully happens, its Event too), then the process exits 0."""
+def sigterm_while_the_patch_is_in_flight(stack: Stack, kube_server: KubeApiServer, kubeconfig_path: Path,
+                                         tmp_path: Path, patch_delay_s: float, *args: str) -> tuple[int, str, str]:
+    """`autoscaler run` (with `args`) on 4 replicas that it scales to 3; the API server holds the
+    scale PATCH `patch_delay_s`; SIGTERM once the PATCH has arrived and is not answered yet.
+    (returncode, stdout, stderr)."""
     seed_cluster(kube_server, replicas=4)
     config = write_config(tmp_path / "autoscaler.yaml", stack.proxy.url)
-    kube_server.inject_fault("PATCH", SCALE, status=None, delay_seconds=3.0, times=1)
+    kube_server.inject_fault("PATCH", SCALE, status=None, delay_seconds=patch_delay_s, times=1)
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env["POD_NAME"] = "replica-a"
     proc = subprocess.Popen(
         [sys.executable, "-m", "autoscaler.cli", "run", "--config", str(config), "--kubeconfig",
-         str(kubeconfig_path), "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
+         str(kubeconfig_path), "--metrics-host", "127.0.0.1", "--metrics-port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
@@ -74,7 +75,16 @@ def test_sigterm_mid_tick_finishes_the_patch_and_exits_0(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    return proc.returncode, out, err
+
+
+def test_sigterm_mid_tick_finishes_the_patch_and_exits_0(
+    stack: Stack, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    """The scale PATCH is held 3 s by the API server; SIGTERM arrives while it is in flight.
+    The tick finishes (the patch fully happens, its Event too), then the process exits 0."""
+    returncode, out, err = sigterm_while_the_patch_is_in_flight(stack, kube_server, kubeconfig_path, tmp_path, 3.0)
+    assert returncode == 0, err
     lines = json_lines(out)
     names = [x["event"] for x in lines]
     assert "stopping" in names
@@ -96,29 +106,10 @@ def test_sigterm_mid_tick_with_leader_election_keeps_the_lease_until_the_tick_en
     tick's Event was fenced out, and at exit the Lease was not released (no longer leading),
     so the follower waited a whole lease. Now the election runs until the last tick ended,
     then stops, then the Lease is handed back (found by a review)."""
-    seed_cluster(kube_server, replicas=4)
-    config = write_config(tmp_path / "autoscaler.yaml", stack.proxy.url)
-    kube_server.inject_fault("PATCH", SCALE, status=None, delay_seconds=4.5, times=1)
-    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-    env["POD_NAME"] = "replica-a"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autoscaler.cli", "run", "--config", str(config), "--kubeconfig",
-         str(kubeconfig_path), "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--leader-elect",
-         "--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not kube_server.requests_matching("PATCH", SCALE) and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)  # the PATCH in flight
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
+    returncode, out, err = sigterm_while_the_patch_is_in_flight(
+        stack, kube_server, kubeconfig_path, tmp_path, 4.5,
+        "--leader-elect", "--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
+    assert returncode == 0, err
     assert replicas(kube_server) == 3
     assert [e["reason"] for e in events(kube_server)] == ["ScaledDown"]
     lease = kube_server.get("leases", "autoscaler", "vllm-queue-autoscaler")
