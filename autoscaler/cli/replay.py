@@ -20,6 +20,7 @@ from autoscaler.cli.output import (
     TEXT,
     check_output_path,
     console,
+    finite,
     no_progress_option,
     output_file_option,
     output_option,
@@ -119,7 +120,7 @@ def replay(
         print_json(doc, indent=1, default=str)
     writers: list[tuple[str, Callable[[Path], object]]] = []
     if json_out and doc is not None:
-        document: dict[str, Any] = doc
+        document: dict[str, Any] = finite(doc)  # NaN and infinities as null, as on stdout (strict JSON)
         writers.append((json_out, lambda tmp: write_json(tmp, document)))
     if plot_out:
         writers.append((plot_out, lambda tmp: plot(tmp, recording, replays)))

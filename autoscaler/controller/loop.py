@@ -193,6 +193,7 @@ class Controller:
         self._reload_config()
         config = self.watcher.current
         if not config.targets and config.target_selector is None:
+            self._forget_released(set())
             self.log.info("idle", message="no targets configured")
             self.ticks_ok += 1
             return []
@@ -207,6 +208,7 @@ class Controller:
 
         targets = config.targets_with((d.namespace, d.name, d.labels) for d in snapshot.deployments)
         self._targets = targets
+        self._forget_released({(t.namespace, t.deployment) for t in targets})
         self._warn_unlisted(snapshot, targets)
         if not targets:
             self.log.info("idle", message="no Deployment matches target_selector",
@@ -487,6 +489,17 @@ class Controller:
                 self.states[(ns, dep)] = from_record(record, state)
         self._records = records
         self._stored, self._stored_name = stored, name
+
+    def _forget_released(self, keys: set[tuple[str, str]]) -> None:
+        """What this replica remembers of targets no longer configured or selected: dropped, as
+        their state ConfigMap entries are (`_state_data`). A target added again starts as a
+        restarted replica would, not from its old scale events, windows and learned capacity."""
+        for memo in (self.states, self._rescale_failed, self._annotations_logged, self._annotations_reported):
+            for key in [k for k in memo if k not in keys]:
+                del memo[key]
+        self._hpa_warned &= keys
+        names = {state_key(*key) for key in keys}
+        self._records = {name: record for name, record in self._records.items() if name in names}
 
     def _initial_state(self, ns: str, name: str) -> PolicyState:
         record = self._records.get(state_key(ns, name))

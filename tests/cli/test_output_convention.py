@@ -4,6 +4,7 @@ the old spellings still work, hidden; progress and messages go to stderr."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -132,3 +133,21 @@ def test_log_lines_of_any_command_go_to_stderr(tmp_path: Path) -> None:
         assert result.returncode == code and result.stdout == "", (result.stdout, result.stderr)
         assert f'"event": "{event}"' not in result.stderr
         assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
+
+
+def test_replay_output_file_writes_nan_as_null(tmp_path: Path) -> None:
+    """A valid recording holding a NaN sample: `-o json` gave null, `--output-file` a traceback
+    (json.dumps with allow_nan=False; found by a review). Both are strict JSON now, the same."""
+    lines = gzip.open(RECORDING, "rt").read().splitlines()
+    step = json.loads(lines[4])
+    step["pods"][0][3] = ["NaN", step["pods"][0][3][1]]  # a waiting sample Prometheus answered NaN
+    lines[4] = json.dumps(step)
+    recording = tmp_path / "nan.jsonl.gz"
+    with gzip.open(recording, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    out = tmp_path / "replay.json"
+    to_file = cli("replay", "--metrics", str(recording), "--config", "hpa-queue", "--output-file", str(out),
+                  "--no-progress")
+    on_stdout = cli("replay", "--metrics", str(recording), "--config", "hpa-queue", "-o", "json")
+    assert to_file.returncode == 0 and "Traceback" not in to_file.stderr, to_file.stderr
+    assert json.loads(out.read_text()) == json.loads(on_stdout.stdout)
