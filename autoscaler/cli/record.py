@@ -50,7 +50,7 @@ def record(
     Progress and the closing summary go to stderr; --no-progress silences both."""
     quiet = no_progress or no_progress_alias
     from autoscaler.adapters.prometheus import PrometheusError, PrometheusSource
-    from autoscaler.replay.format import MAX_TIMESTAMP, write_recording
+    from autoscaler.replay.format import MAX_TIMESTAMP, STEP_SECONDS_RANGE, write_recording
     from autoscaler.replay.recorder import record as do_record
 
     try:
@@ -58,6 +58,8 @@ def record(
         step_seconds = parse_duration(step)
         if not step_seconds >= MIN_STEP_SECONDS:
             raise ValueError(f"--step {step[:100]}: must be at least {MIN_STEP_SECONDS * 1000:g} ms (Prometheus' resolution)")
+        if not step_seconds <= STEP_SECONDS_RANGE[1]:  # what the reader takes
+            raise ValueError(f"--step {step[:100]}: must be at most {STEP_SECONDS_RANGE[1]:g} s (one day)")
         window = parse_duration(rate_window)
         if window < 1 or window != int(window):
             raise ValueError("--rate-window must be a whole number of seconds >= 1")

@@ -239,11 +239,14 @@ class Recording:
 
 
 def _num(value: float) -> float | str:
+    """A value as written: NaN and +/-Inf as strings; a finite value beyond +/-MAX_VALUE (a
+    counter glitch in a rate) as "NaN", which the reader takes (unusable, so a hold) where it
+    would refuse the whole file over the number."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    return value
+    return value if -MAX_VALUE <= value <= MAX_VALUE else "NaN"
 
 
 _SPECIAL: Final = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
@@ -683,10 +686,18 @@ def decode_step(doc: Any, where: str, version: int = FORMAT_VERSION, layouts: Bu
         t=_time(doc["t"], f"{where}.t"),
         spec=_opt_int(doc.get("spec"), f"{where}.spec"),
         ready=_opt_int(doc.get("ready"), f"{where}.ready"),
-        rollout=bool(doc.get("rollout", False)),
+        rollout=_flag(doc.get("rollout", False), f"{where}.rollout"),
         pods=tuple(pods),
         demand=demand,
     )
+
+
+def _flag(value: Any, where: str) -> bool:
+    """A JSON boolean; anything else (`"false"`, 0, null) is refused: read as Python reads it,
+    the string "false" was a rollout in progress."""
+    if not isinstance(value, bool):
+        raise RecordingError(f"{where} = {str(value)[:40]!r}: not true or false")
+    return value
 
 
 def decode_header(doc: Any, source: str) -> Header:

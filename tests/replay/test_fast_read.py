@@ -49,7 +49,7 @@ LINES = [
     '{"t":130,"spec":null,"ready":null,"pods":['
     '["qwen-00001",true,"scheduled",[3,0.0],[3,-0.0],["+Inf",129.0],"vllm:kv_cache_usage_perc",["-Inf",129.0],10.0,11.0,50.0]],'
     '"demand":{"generation_tokens_per_second":"NaN"}}',
-    '{"t":145.0,"spec":2147483647,"ready":1,"rollout":0,"pods":['
+    '{"t":145.0,"spec":2147483647,"ready":1,"rollout":false,"pods":['
     '["qwen-00001",true,null,[2.0,144.0],[2.0,144.0],[0.5,144.0],"vllm:kv_cache_usage_perc",null,10.0,11.0,50.0]]}',
     '{"t":150.0,"spec":1,"ready":1,"pods":['
     '["qwen-00001",true,null,[-0.0,149.0],[0.0,0.0],[0.0,-0.0],"vllm:kv_cache_usage_perc",[1.0,0.0],10.0,11.0,50.0]]}',

@@ -191,7 +191,38 @@ def test_record_errors_are_one_line_exit_2(tmp_path: Path) -> None:
                                                   "--out", out])
     assert "not a duration" in _cli_error(["record", "--prometheus", "http://127.0.0.1:9", "--target", "llm/qwen",
                                             "--step", "fast", "--out", out])
+    # a step the reader refuses (at most a day) is refused before anything is queried (it wrote
+    # a file replay then refused; found by a review)
+    assert "--step 2d: must be at most 86400 s" in _cli_error(
+        ["record", "--prometheus", "http://127.0.0.1:9", "--target", "llm/qwen", "--step", "2d", "--out", out])
     line = _cli_error(["record", "--prometheus", "http://127.0.0.1:9", "--target", "llm/qwen", "--since", "1m",
                        "--out", out, "--quiet"])
     assert "Prometheus" in line and "unreachable" in line
     assert not Path(out).exists()
+
+
+def test_a_value_beyond_the_readers_range_is_written_as_nan(tmp_path: Path) -> None:
+    """A rate of 2e15 (a counter glitch) was written as it was, and the reader then refused the
+    whole file (found by a review): it is written "NaN", an unusable sample (a hold)."""
+    glitch = RecordedPod("qwen-0", True, None, MetricSample(2e15, 99.5), MetricSample(-3e15, 99.5),
+                         MetricSample(0.4, 99.5), "vllm:kv_cache_usage_perc", MetricSample(1.5, 99.0), 10.0, 11.0, 50.0)
+    path = tmp_path / "r.jsonl.gz"
+    write_recording(path, Header("llm", "qwen", 15.0, 100.0, 100.0, {}), [Step(t=100.0, spec=1, ready=1, pods=(glitch,))])
+    [step] = read_recording(path).steps
+    waiting, running = step.pods[0].waiting, step.pods[0].running
+    assert waiting is not None and running is not None and math.isnan(waiting.value) and math.isnan(running.value)
+    assert step.pods[0].kv is not None and step.pods[0].kv.value == 0.4
+
+
+@pytest.mark.parametrize("value", ['"false"', "0", "null", '"true"'])
+def test_a_rollout_that_is_not_a_boolean_is_refused(tmp_path: Path, value: str) -> None:
+    """`"rollout": "false"` read as a rollout in progress (bool of a non-empty string), exit 0
+    with other decisions (found by a review): one line naming the field."""
+    lines = gzip.open(_write(tmp_path / "r.jsonl.gz"), "rt").read().splitlines()
+    lines[1] = lines[1].replace('"rollout":false', f'"rollout":{value}')
+    assert f'"rollout":{value}' in lines[1]
+    bad = tmp_path / "bad.jsonl.gz"
+    with gzip.open(bad, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    with pytest.raises(RecordingError, match=r"\.rollout = .*: not true or false"):
+        read_recording(bad)
