@@ -6,6 +6,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -740,3 +742,31 @@ def test_any_document_loads_or_fails_with_one_line_problems(doc: Any) -> None:
         load_config_text(text, source="doc.yaml")
     except ConfigError as exc:
         assert exc.problems and all(len(line.splitlines()) == 1 for line in exc.problems)
+
+
+@pytest.mark.parametrize(("written", "value"), [("1e5", 1e5), ("1.5e5", 1.5e5), ("2E5", 2e5), ("1.0e+5", 1e5)])
+def test_exponent_numbers_are_numbers(written: str, value: float) -> None:
+    """YAML 1.1 (PyYAML) read `1e5` as a string, refused as "must be a number" although the docs
+    write ranges that way and kubectl reads it as one (found by a review)."""
+    config = load_config_text(f"targets: []\ndefaults: {{capacity_prompt_tokens_per_second: {written}}}\n")
+    assert config.defaults.as_dict()["capacity_prompt_tokens_per_second"] == value
+
+
+@pytest.mark.parametrize("written", ["010", "-07", "00"])
+def test_a_leading_zero_is_refused_not_read_as_octal(written: str) -> None:
+    """`max_replicas: 010` was 8, silently (YAML 1.1 octal; found by a review)."""
+    with pytest.raises(ConfigError, match=f"'{written}': a number with a leading zero is read as octal"):
+        load_config_text(f"targets: []\ndefaults: {{max_replicas: {written}}}\n")
+    assert load_config_text("targets: []\ndefaults: {max_replicas: 10}\n").defaults.as_dict()["max_replicas"] == 10
+
+
+def test_stdin_counts_bytes_as_a_file_does(tmp_path: Path) -> None:
+    """A 1.2 MB file of 0.6 M characters (UTF-8 comments) was too large as a file and valid on
+    stdin, which counted characters (found by a review): both refuse it now."""
+    big = tmp_path / "big.yaml"
+    big.write_text("targets: []\n" + "".join("# " + "é" * 300 + "\n" for _ in range(2000)), encoding="utf-8")
+    as_file = subprocess.run([sys.executable, "-m", "autoscaler", "check-config", str(big)], capture_output=True)
+    on_stdin = subprocess.run([sys.executable, "-m", "autoscaler", "check-config", "-"], input=big.read_bytes(),
+                              capture_output=True)
+    assert as_file.returncode == on_stdin.returncode == 2
+    assert b"larger than 1 MiB" in as_file.stderr and b"larger than 1 MiB" in on_stdin.stderr

@@ -25,11 +25,10 @@ from autoscaler.config import (
     ConfigError,
     TargetConfig,
     load_config_file,
-    load_config_text,
+    load_config_stream,
     merge_policy,
 )
 from autoscaler.config.annotations import flatten
-from autoscaler.config.bounded import MAX_YAML_BYTES
 from autoscaler.policy.params import PolicyParams
 
 EXIT_INVALID = 2
@@ -58,8 +57,8 @@ def check_config(ctx: click.Context, file: str, output: str, as_json: bool, kube
     in that cluster with the Deployments' annotations merged (1 when it cannot be read).
     """
     try:
-        if file == "-":  # at most one character more than a config may hold (1 MiB)
-            config = load_config_text(sys.stdin.read(MAX_YAML_BYTES + 1), source="<stdin>")
+        if file == "-":  # bytes, as a file is read: at most 1 MiB
+            config = load_config_stream(sys.stdin.buffer, source="<stdin>")
         else:
             config = load_config_file(file)
     except ConfigError as exc:

@@ -27,7 +27,7 @@ the document (`targets[0].max_replicas`); ranges in those lines come from the mo
 constraints, never from text written per key.
 """
 
-from autoscaler.config.load import load_config_file, load_config_text
+from autoscaler.config.load import load_config_file, load_config_stream, load_config_text
 from autoscaler.config.messages import ConfigError, format_path
 from autoscaler.config.model import (
     AutoscalerConfig,
@@ -51,6 +51,7 @@ __all__ = [
     "TargetConfig",
     "format_path",
     "load_config_file",
+    "load_config_stream",
     "load_config_text",
     "merge_policy",
 ]

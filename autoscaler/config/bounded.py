@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import IO, TYPE_CHECKING, Any, Final
 
 import yaml
@@ -209,6 +210,21 @@ class SafeBuilder(SafeConstructor):
 
 
 _LOADERS: dict[type[BaseConstructor], tuple[type[Any] | None, type[Any]]] = {}
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+"""A float in exponent form that YAML 1.1 (PyYAML) reads as a string and YAML 1.2 (and
+kubectl's go-yaml) as a number: `1e5`, `1.5e5`, `2E9` (YAML 1.1 wants a dot and a signed
+exponent, `1.0e+5`)."""
+
+
+def _resolver() -> type[Any]:
+    """PyYAML's resolver, with exponent floats read as numbers (`_EXPONENT_FLOAT`)."""
+    from yaml.resolver import Resolver
+
+    class Resolver12Floats(Resolver):
+        pass
+
+    Resolver12Floats.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
+    return Resolver12Floats
 
 
 def _loaders(constructor: type[BaseConstructor]) -> tuple[type[Any] | None, type[Any]]:
@@ -219,8 +235,9 @@ def _loaders(constructor: type[BaseConstructor]) -> tuple[type[Any] | None, type
         return got
     from yaml.parser import Parser
     from yaml.reader import Reader
-    from yaml.resolver import Resolver
     from yaml.scanner import Scanner
+
+    Resolver = _resolver()
 
     class PyLoader(Reader, Scanner, Parser, BoundedComposer, constructor, Resolver):  # type: ignore[valid-type,misc]
         def __init__(self, stream: str) -> None:

@@ -6,7 +6,9 @@ nested at most 100 deep, aliases adding at most 1,000,000 nodes, no recursive al
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
+from collections.abc import Callable
+from typing import IO, Any
 
 import yaml
 from pydantic import (
@@ -20,6 +22,7 @@ from autoscaler.config.bounded import (
     describe_size,
     load_yaml,
     read_bytes,
+    read_stream,
     yaml_problem,
 )
 from autoscaler.config.messages import ConfigError, _kind, _problem_lines
@@ -34,7 +37,7 @@ default, as Knative's ConfigMaps carry (config/autoscaler.yaml; a test compares 
 
 def load_config_text(text: str, source: str = "<string>") -> AutoscalerConfig:
     """Parse and validate one document; raise `ConfigError` listing every problem found."""
-    if len(text) > MAX_YAML_BYTES:
+    if len(text) > MAX_YAML_BYTES or len(text.encode("utf-8", "replace")) > MAX_YAML_BYTES:  # bytes, as a file
         raise _too_large(source)
     try:
         data = load_yaml(text, _UniqueKeyBuilder)
@@ -69,9 +72,15 @@ def load_config_file(path: str | os.PathLike[str]) -> AutoscalerConfig:
     return load_config_text(_read_text(source), source=source)
 
 
-def _read_text(source: str) -> str:
+def load_config_stream(fh: IO[bytes], source: str) -> AutoscalerConfig:
+    """Read and validate the document of a byte stream (stdin) as a file is read: at most
+    1 MiB of bytes, UTF-8; unreadable -> `ConfigError` of one line."""
+    return load_config_text(_read_text(source, lambda: read_stream(fh, MAX_YAML_BYTES, source)), source=source)
+
+
+def _read_text(source: str, read: Callable[[], bytes] | None = None) -> str:
     try:
-        return read_bytes(source, MAX_YAML_BYTES).decode("utf-8")
+        return (read() if read is not None else read_bytes(source, MAX_YAML_BYTES)).decode("utf-8")
     except LimitError:
         raise _too_large(source) from None
     except OSError as exc:
@@ -107,5 +116,20 @@ class _UniqueKeyBuilder(SafeBuilder):
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
 
+
+    def construct_leading_zero_refused(self, node: yaml.ScalarNode) -> int:
+        """An integer written with a leading zero (`010`) is refused: YAML 1.1 (this loader, and
+        kubectl's) reads it as octal 8, YAML 1.2 and a reader as 10."""
+        text = str(self.construct_scalar(node))
+        if _LEADING_ZERO.fullmatch(text):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{text!r}: a number with a leading zero is read as octal ({text} = "
+                f"{SafeBuilder.construct_yaml_int(self, node)}); write it without the zero", node.start_mark)
+        return int(SafeBuilder.construct_yaml_int(self, node))
+
+
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+_UniqueKeyBuilder.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:int", _UniqueKeyBuilder.construct_leading_zero_refused)
 
 _yaml_problem = yaml_problem
