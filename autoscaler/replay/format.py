@@ -928,4 +928,26 @@ def _read_recording(path: str | Path, fast_decoder: FastDecoder | None = None) -
         raise RecordingError(f"{source}: truncated: no end marker after {len(steps)} steps")
     if trailer.get("steps") != len(steps):
         raise RecordingError(f"{source}: end marker says {trailer.get('steps')!r} steps, file has {len(steps)}")
+    check_grid(header, steps, source)
     return Recording(header=header, steps=tuple(steps))
+
+
+def check_grid(header: Header, steps: list[Step], source: str) -> None:
+    """The steps are where the header says: the first at `start`, the last at `end`, each at
+    start + k x step_seconds (to a millisecond; gaps allowed). A header that disagrees made
+    the replay's GPU-hours (step x ticks) and times wrong without a word.
+
+    Worked example: start 100, end 130, step 15, steps at 100, 115, 130: fine; at 100, 110:
+    refused (110 is not on the grid)."""
+    if not steps:
+        return
+    tol = 1e-3
+    for name, t, want in (("start", steps[0].t, header.start), ("end", steps[-1].t, header.end)):
+        if abs(t - want) > tol:
+            raise RecordingError(f"{source}: header {name} = {want!r}, but the {'first' if name == 'start' else 'last'} "
+                                 f"step is at t = {t!r}")
+    for step in steps:
+        k = (step.t - header.start) / header.step_seconds
+        if abs(k - round(k)) * header.step_seconds > tol:
+            raise RecordingError(f"{source}: step t = {step.t!r} is not on the header's grid (start {header.start!r} "
+                                 f"+ k x step_seconds {header.step_seconds:g})")

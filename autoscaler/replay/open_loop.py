@@ -159,6 +159,7 @@ class Replay:
     def summary(self, step_seconds: float, gpus_per_replica: int) -> dict[str, Any]:
         n = len(self.ticks)
         hours = step_seconds / 3600.0
+        desired_hours, recorded_hours = self._replica_hours(step_seconds)
         return {
             "policy": self.policy,
             "ticks": n,
@@ -168,11 +169,29 @@ class Replay:
             "scale_downs": sum(1 for t in self.ticks if t.desired < t.current),
             "recorded_scale_actions": sum(1 for t in self.ticks if t.recorded_next is not None and t.recorded_next != t.current),
             # open loop: the replicas asked for, held for one step (not what a closed loop would run)
-            "desired_gpu_hours": sum(t.desired for t in self.ticks) * hours * gpus_per_replica,
-            "recorded_gpu_hours": sum(t.current for t in self.ticks) * hours * gpus_per_replica,
+            "desired_gpu_hours": desired_hours * gpus_per_replica,
+            "recorded_gpu_hours": recorded_hours * gpus_per_replica,
             "max_desired": max((t.desired for t in self.ticks), default=0),
             "reasons": _count(t.reason for t in self.ticks),
         }
+
+
+    def _replica_hours(self, step_seconds: float) -> tuple[float, float]:
+        """(desired, recorded) replica-hours: each tick's replicas held until the next tick, the
+        last for one step. A recording without gaps: the replicas summed times the step. One
+        with gaps (a Prometheus export across a scrape outage) holds a tick's replicas over
+        the gap after it, as a controller holds on missing data, instead of dropping the gap.
+
+        Worked example: ticks at 0, 15, 60 (a gap) with desired 2, 3, 4, step 15 s: (2 x 15 +
+        3 x 45 + 4 x 15) / 3600 = 0.0625 replica-hours, not (2 + 3 + 4) x 15 / 3600 = 0.0375.
+        """
+        ticks = self.ticks
+        spans = [b.t - a.t for a, b in zip(ticks, ticks[1:])] + [step_seconds] if ticks else []
+        if all(span == step_seconds for span in spans):
+            hours = step_seconds / 3600.0
+            return sum(t.desired for t in ticks) * hours, sum(t.current for t in ticks) * hours
+        return (sum(t.desired * span for t, span in zip(ticks, spans)) / 3600.0,
+                sum(t.current * span for t, span in zip(ticks, spans)) / 3600.0)
 
 
 def _count(items: Any) -> dict[str, int]:

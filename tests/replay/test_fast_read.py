@@ -21,7 +21,7 @@ from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
 HEADER = {"format": "vqa-recording", "version": 1, "target": {"namespace": "llm", "deployment": "qwen"},
-          "step_seconds": 15.0, "start": 100.0, "end": 160.0, "metadata": {}}
+          "step_seconds": 5.0, "start": 100.0, "end": 180.0, "metadata": {}}
 KV = "vllm:kv_cache_usage_perc"
 
 

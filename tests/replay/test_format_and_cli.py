@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from autoscaler.replay.format import (
     Step,
     write_recording,
 )
+from autoscaler.replay.open_loop import Replay, Tick
 from autoscaler.replay.reader import read_recording
 from autoscaler.replay.synthetic import generate
 
@@ -226,3 +228,26 @@ def test_a_rollout_that_is_not_a_boolean_is_refused(tmp_path: Path, value: str) 
         fh.write("\n".join(lines) + "\n")
     with pytest.raises(RecordingError, match=r"\.rollout = .*: not true or false"):
         read_recording(bad)
+
+
+@pytest.mark.parametrize(("start", "end", "step", "message"), [
+    (100.0, 130.0, 15.0, "header end = 130.0, but the last step is at t = 115.0"),
+    (90.0, 115.0, 15.0, "header start = 90.0, but the first step is at t = 100.0"),
+    (100.0, 115.0, 60.0, "step t = 115.0 is not on the header's grid"),
+])
+def test_a_header_that_disagrees_with_its_steps_is_refused(
+        tmp_path: Path, start: float, end: float, step: float, message: str) -> None:
+    """A header step of 60 s over 15 s steps gave 4x the GPU-hours, exit 0 (found by a review)."""
+    path = tmp_path / "r.jsonl.gz"
+    write_recording(path, Header("llm", "qwen", step, start, end, {}), _steps())
+    with pytest.raises(RecordingError, match=re.escape(message)):
+        read_recording(path)
+
+
+def test_gpu_hours_hold_a_ticks_replicas_over_a_gap() -> None:
+    # docstring of Replay._replica_hours: ticks at 0, 15, 60 with desired 2, 3, 4, step 15 s
+    ticks = [Tick(t, 1, None, d, "hold_steady", None, 1, 0.0) for t, d in ((0.0, 2), (15.0, 3), (60.0, 4))]
+    summary = Replay("x", ticks).summary(15.0, 1)
+    assert summary["desired_gpu_hours"] == pytest.approx(0.0625) and summary["recorded_gpu_hours"] == pytest.approx(75 / 3600)
+    no_gap = Replay("x", [Tick(t, 1, None, 2, "hold_steady", None, 1, 0.0) for t in (0.0, 15.0, 30.0)])
+    assert no_gap.summary(15.0, 2)["desired_gpu_hours"] == 2 * 3 * 15 / 3600 * 2
