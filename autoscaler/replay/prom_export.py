@@ -37,6 +37,7 @@ from autoscaler.adapters.prometheus import (
     HISTOGRAMS,
     KV_METRIC,
     KV_METRIC_LEGACY,
+    PER_TOKEN_FAMILIES,
     PROMPT_TOKENS_METRIC,
     RUNNING_METRIC,
     WAITING_METRIC,
@@ -44,6 +45,7 @@ from autoscaler.adapters.prometheus import (
     Series,
     histogram_from_buckets,
     parse_matrix,
+    per_request,
 )
 from autoscaler.config.bounded import LimitError, check_depth, depth_error
 from autoscaler.policy.types import LatencyHistogram, MetricSample
@@ -77,15 +79,19 @@ def _increase_rates(points: list[tuple[float, float]], out: dict[int, float]) ->
 BucketIndex = dict[tuple[str, str], list[tuple[str, dict[int, float]]]]  # (family, pod) -> [(le, ms -> rate)]
 
 
-def _histograms_at(index: BucketIndex, pod: str, ms: int) -> dict[str, LatencyHistogram]:
+def _histograms_at(index: BucketIndex, pod: str, ms: int, completed: MetricSample | None) -> dict[str, LatencyHistogram]:
     """A pod's histograms at one step from its bucket-counter rates: the first family of each
-    `HISTOGRAMS` entry the pod has at that step (like the live query), none if malformed."""
+    `HISTOGRAMS` entry the pod has at that step (like the live query), none if malformed; a
+    family that counts tokens weighted by the pod's finished requests (`per_request`, as the
+    live fetch)."""
     out: dict[str, LatencyHistogram] = {}
     for key, families in HISTOGRAMS.items():
         for family in families:
             buckets = [(le, d[ms]) for le, d in index.get((family, pod), ()) if ms in d]
             if buckets:
                 histogram = histogram_from_buckets(buckets, ms / 1000)
+                if histogram is not None and family in PER_TOKEN_FAMILIES:
+                    histogram = per_request(histogram, completed)
                 if histogram is not None:
                     out[key] = histogram
                 break
@@ -169,6 +175,9 @@ def recording_from_export(text: str, source: str) -> Recording:
         raise RecordingError(f"{source}: the export has no series {WAITING_METRIC}, {RUNNING_METRIC} or KV usage")
     if len(namespaces) > 1:
         raise RecordingError(f"{source}: the export spans namespaces {sorted(namespaces)}: export one Deployment")
+    if len(deployments) > 1:  # their spec replicas would be read as one (the last one written wins)
+        raise RecordingError(f"{source}: the export's kube_deployment_spec_replicas spans Deployments "
+                             f"{sorted(deployments)[:5]}: export one Deployment")
     grid = sorted(times)
     if not grid:  # series without a sample (IndexError below before)
         raise RecordingError(f"{source}: the export's series have no samples")
@@ -213,10 +222,11 @@ def recording_from_export(text: str, source: str) -> Recording:
                 continue
             kv, kv_name = (kv_new, KV_METRIC) if kv_new is not None else (kv_old, KV_METRIC_LEGACY if kv_old else None)
             c = completed.get(pod, {}).get(ms)
+            done = None if c is None else MetricSample(c, t)
             pt, gt = rates.get(("prompt_tokens", pod, ""), {}).get(ms), rates.get(("generation_tokens", pod, ""), {}).get(ms)
-            hist = _histograms_at(index, pod, ms) if pod in histogram_pods else {}
+            hist = _histograms_at(index, pod, ms, done) if pod in histogram_pods else {}
             recorded.append(RecordedPod(
-                pod, True, None, w, r, kv, kv_name, None if c is None else MetricSample(c, t),
+                pod, True, None, w, r, kv, kv_name, done,
                 prompt_tokens=None if pt is None else MetricSample(pt, t),
                 generation_tokens=None if gt is None else MetricSample(gt, t),
                 ttft=hist.get("ttft"), tpot=hist.get("tpot"), queue_time=hist.get("queue_time"),

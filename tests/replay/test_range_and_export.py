@@ -121,6 +121,21 @@ def test_plain_prometheus_export_is_read(tmp_path: Path) -> None:
         read_recording(bad)
 
 
+def test_an_export_of_two_deployments_spec_replicas_is_refused(tmp_path: Path) -> None:
+    """Two Deployments' kube_deployment_spec_replicas in one export were read as one (the last
+    written won: the replay showed the other Deployment's 7 replicas; found by a review)."""
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "vllm:num_requests_waiting", "namespace": "llm", "pod": "qwen-a-1"},
+         "values": [[1000, "1"], [1015, "1"]]},
+        *({"metric": {"__name__": "kube_deployment_spec_replicas", "namespace": "llm", "deployment": name},
+           "values": [[1000, n], [1015, n]]} for name, n in (("qwen", "1"), ("llama", "7"))),
+    ]}}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(RecordingError, match=r"spans Deployments \['llama', 'qwen'\]: export one Deployment"):
+        read_recording(path)
+
+
 def test_plain_export_gives_token_rates_and_histograms_per_step(tmp_path: Path) -> None:
     def series(name: str, pod: str, values: list[float], **labels: str) -> dict[str, object]:
         return {"metric": {"__name__": name, "namespace": "llm", "pod": pod, **labels},
@@ -142,6 +157,7 @@ def test_plain_export_gives_token_rates_and_histograms_per_step(tmp_path: Path) 
         series(old, "qwen-0", [0, 150, 300], le="+Inf"),  # the per-request TPOT wins
         series(old, "qwen-1", [0, 150, 300], le="0.1"),
         series(old, "qwen-1", [0, 300, 600], le="+Inf"),
+        series("vllm:request_success_total", "qwen-1", [0, 30, 60], finished_reason="stop"),  # 2 requests/s
         series("vllm:request_queue_time_seconds_bucket", "qwen-1", [0, 15, 30], le="1.0"),  # no +Inf: none
     ]}}
     path = tmp_path / "export.json"
@@ -152,6 +168,7 @@ def test_plain_export_gives_token_rates_and_histograms_per_step(tmp_path: Path) 
     assert a.prompt_tokens == MetricSample(200.0, 1015.0) and a.generation_tokens == MetricSample(10.0, 1015.0)
     assert a.ttft == LatencyHistogram((0.5, math.inf), (2.0, 3.0), 1015.0)
     assert a.tpot == LatencyHistogram((math.inf,), (1.0,), 1015.0) and a.queue_time is None
-    assert b.tpot == LatencyHistogram((0.1, math.inf), (10.0, 20.0), 1015.0) and b.queue_time is None
+    # vLLM <= 0.10's TPOT counts tokens (20/s): weighted by the 2 finished requests/s, as the live fetch
+    assert b.tpot == LatencyHistogram((0.1, math.inf), (1.0, 2.0), 1015.0) and b.queue_time is None
     assert b.prompt_tokens is None
     assert rec.steps[2].pods[0].generation_tokens == MetricSample(100 / 15, 1030.0)
