@@ -96,6 +96,17 @@ def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource
     )
 
 
+START_ONLY_KEYS = ("controller.metrics_port", "controller.namespace")
+"""Keys read once, when the process starts (the port it serves on; the namespace of its Lease
+and state ConfigMap, unless POD_NAMESPACE names it): a live reload that changes them is
+applied to everything else and says these wait for a restart."""
+
+
+def _start_only(config: AutoscalerConfig) -> dict[str, object]:
+    return {"controller.metrics_port": config.controller.metrics_port,
+            "controller.namespace": config.controller.namespace}
+
+
 def state_key(namespace: str, deployment: str) -> str:
     """The key of a target in the state ConfigMap (namespaces hold no dots, so it is unambiguous)."""
     return f"{namespace}.{deployment}"
@@ -128,6 +139,7 @@ class Controller:
         has time left, and the adapter asks it again before every try of every write (patch,
         Event, state). None means this is the only replica."""
         self.watcher = watcher
+        self._read_at_start = _start_only(watcher.current)
         self.kube = kube
         self.metrics = metrics or ControllerMetrics()
         self.dry_run = dry_run
@@ -242,6 +254,10 @@ class Controller:
             self.metrics.config_reloads.labels("applied").inc()
             self.metrics.config_generation.set(self.watcher.generation)
             self.log.info("config_reloaded", generation=self.watcher.generation)
+            changed_keys = sorted(k for k, v in _start_only(self.watcher.current).items() if v != self._read_at_start[k])
+            if changed_keys:
+                self.log.warning("config_restart_required", keys=changed_keys,
+                                 message="read at start only: in force again after a restart")
         if self.watcher.rejected_total != self._config_rejected:
             self._config_rejected = self.watcher.rejected_total
             self.metrics.config_reloads.labels("rejected").inc()

@@ -621,3 +621,21 @@ def test_a_target_removed_and_added_again_starts_as_after_a_restart(
     kube.script("write_state", "101").script("set_replicas", True).script("emit_event", {})
     outcome = one(c.tick())
     assert (outcome.action, outcome.decision.reason.value) == ("patched", "scale_down"), outcome
+
+
+def test_a_reload_of_a_start_only_key_says_it_waits_for_a_restart(
+    config: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """The port /metrics is served on and the controller's namespace are read at start; a
+    reload that changed them was logged as applied and silently not (found by a review)."""
+    c = controller(config, kube, prometheus)
+    doc = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**doc, "controller": {"metrics_port": 9200, "namespace": "other"}}))
+    kube.script("snapshot", cluster(3))
+    prometheus.script("fetch", fleet(3, STEADY))
+    kube.script("read_state", stored(resource_version=None)).script("write_state", "100")
+    with capture_logs() as logs:
+        c.tick()
+    [warning] = [x for x in logs if x["event"] == "config_restart_required"]
+    assert warning["keys"] == ["controller.metrics_port", "controller.namespace"]
+    assert [x["event"] for x in logs].count("config_reloaded") == 1
