@@ -496,7 +496,7 @@ class Controller:
             try:
                 records[key] = json.loads(raw)
                 from_record(records[key])  # check it whole
-            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+            except (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError) as exc:
                 records.pop(key, None)
                 self.log.warning("state_entry_ignored", key=key, error=str(exc))
         for (ns, dep), state in self.states.items():

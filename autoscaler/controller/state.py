@@ -74,7 +74,15 @@ def kept_slo(slo: SloState) -> SloState:
 def from_record(record: Mapping[str, Any], onto: PolicyState | None = None) -> PolicyState:
     """`onto` (default: a fresh state) with what `record` kept: its scale events are added to
     those `onto` has (a union: an event either replica saw counts), its lead times used when
-    `onto` has learned none. Raises ValueError on anything malformed (nothing half-read)."""
+    `onto` has learned none. Raises ValueError on anything malformed (nothing half-read), an
+    integer too large for a float included."""
+    try:
+        return _from_record(record, onto)
+    except OverflowError as exc:
+        raise ValueError(f"state entry: a number too large: {exc}") from None
+
+
+def _from_record(record: Mapping[str, Any], onto: PolicyState | None) -> PolicyState:
     base = onto if onto is not None else PolicyState()
     if not isinstance(record, Mapping):
         raise ValueError("state entry: expected a mapping")

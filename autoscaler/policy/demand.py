@@ -163,6 +163,25 @@ def throughput_partial(healthy: tuple[ReadyPod, ...], now: float, stale_after_se
     return any(_rate(p.completed_per_second, now, stale_after_seconds) is None for p in healthy)
 
 
+def throughput_lost(healthy: tuple[ReadyPod, ...], now: float, stale_after_seconds: float) -> bool:
+    """True when a healthy pod that should have a throughput sample has none: one ready for
+    longer than `stale_after_seconds` (or since when unknown). `fleet_throughput` counts it as
+    0, and such a reading must not enter the throughput history: there it would understate the
+    arrivals for a whole forecast window after the series came back, and scale down on
+    healthy data (found by a review). A pod ready for less has had no time to finish a
+    request or be scraped twice: its 0 is what it served.
+
+    Worked example: stale after 60 s, now 1000; a pod without a rate ready at 970: False (new);
+    ready at 900, or with no ready time: True.
+    """
+    for p in healthy:
+        if _rate(p.completed_per_second, now, stale_after_seconds) is None:
+            ready_at = p.startup.ready_at if p.startup is not None else None
+            if ready_at is None or not now - ready_at <= stale_after_seconds:
+                return True
+    return False
+
+
 def mean_throughput(throughput_history: tuple[tuple[float, float], ...]) -> float | None:
     """The mean of the throughput samples of the window (None: none): the term of
     `arrival_rate` the arrivals are compared with.

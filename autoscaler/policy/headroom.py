@@ -39,8 +39,9 @@ from functools import lru_cache
 from statistics import NormalDist
 
 from autoscaler.policy.time_window import Entries, TimeWindow
-from autoscaler.policy.types import SloState
+from autoscaler.policy.types import MAX_GROWTH_MEAN, SloState
 
+MAX_EXPONENT = 700.0  # math.exp overflows past ~709.78; any exponent this large is the cap
 COLD_START_SD = 0.15
 MIN_SAMPLES = 20
 MAX_SAMPLES = 1_000_000  # the sample count is only compared with MIN_SAMPLES; capped to stay small
@@ -168,7 +169,21 @@ def headroom_ratio(state: SloState, attainment_target: float, max_ratio: float, 
     if cold_floor and state.growth_samples < MIN_SAMPLES:
         sd = max(sd, COLD_START_SD)
     z = normal_quantile(attainment_target)
-    return min(max_ratio, math.exp(max(0.0, state.growth_mean + z * sd)))
+    exponent = max(0.0, state.growth_mean + z * sd)
+    return min(max_ratio, math.exp(exponent)) if exponent < MAX_EXPONENT else max_ratio
+
+
+def log_growth(demand: float, base: float) -> float:
+    """ln(demand / base) for two positive finite numbers, within +/-MAX_GROWTH_MEAN: the
+    logarithms apart when the ratio would overflow or underflow (1e300 / 1e-300), and a growth
+    beyond e^100 in one lead time (no demand does that) held at it, so that the moments stay
+    finite and within what a persisted state may hold.
+
+    Worked example: (3.0, 2.0): 0.405; (1e300, 1e-300): 100 (1381.6 held).
+    """
+    ratio = demand / base
+    growth = math.log(ratio) if 0.0 < ratio < math.inf else math.log(demand) - math.log(base)
+    return max(-MAX_GROWTH_MEAN, min(MAX_GROWTH_MEAN, growth))
 
 
 def track_headroom(
@@ -186,7 +201,8 @@ def track_headroom(
     ((800, 1.0), (840, 2.0), (990, 2.5), (1000, 3.0)). At 995: as it is (5 s < 10 s).
     """
     history = state.demand_history
-    if (history and now - history[-1][0] < lead_seconds / READINGS_PER_LEAD_TIME) or not 0.0 < demand < math.inf:
+    if (history and (now - history[-1][0] < lead_seconds / READINGS_PER_LEAD_TIME or now <= history[-1][0])
+            or not 0.0 < demand < math.inf):
         return state
     moments: Moments = (state.growth_mean, state.growth_variance, state.growth_samples, state.growth_updated_at)
     window = TimeWindow.of(history)
@@ -194,7 +210,7 @@ def track_headroom(
     if ref is not None:
         first, base = reference_base(window, ref, lead_seconds)
         window = TimeWindow(window[first:]) if first else window
-        moments = update_moments(moments, math.log(demand / base), now, half_life_seconds)
+        moments = update_moments(moments, log_growth(demand, base), now, half_life_seconds)
     return SloState(
         state.cold_start, state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second,
         TimeWindow(window + ((now, demand),)), *moments, state.probe_doublings,

@@ -17,6 +17,7 @@ from autoscaler.policy.demand import (
     compute_demand,
     fleet_throughput,
     mean_throughput,
+    throughput_lost,
     whole_replicas,
 )
 from autoscaler.policy.forecast import Forecast, forecast, update_load_history
@@ -116,7 +117,8 @@ def read_demand(
     arrivals: float | None = None
     window_throughput: float | None = None
     if throughput is not None:
-        throughputs = update_load_history(throughputs, now, throughput, window)
+        if not throughput_lost(health.healthy, now, stale):  # a rate read as 0 for want of it stays out
+            throughputs = update_load_history(throughputs, now, throughput, window)
         if len(loads) >= 2:
             window_throughput = mean_throughput(throughputs or ((now, throughput),))
             arrivals = arrival_rate(loads, throughputs or ((now, throughput),), window_throughput)

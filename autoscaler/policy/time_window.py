@@ -35,14 +35,17 @@ class TimeWindow(tuple[tuple[float, V], ...]):
         return entries if isinstance(entries, TimeWindow) else TimeWindow(entries)
 
     def within(self, now: float, seconds: float) -> TimeWindow[V]:
-        """Prune: the entries less than `seconds` old at `now`.
+        """Prune: the entries less than `seconds` old at `now`. An entry stamped after `now`
+        (the clock stepped back) is stamped `now`: it stays for one window from here, not for
+        the length of the step (a scale event an hour "ahead" blocked scale-ups for the hour).
 
         Worked example: entries at t = 1000, 1001 and 1120, now 1120, 120 s: the 1000 is
-        exactly 120 s old and drops out, the 1001 (119 s) and the 1120 (0 s) stay.
+        exactly 120 s old and drops out, the 1001 (119 s) and the 1120 (0 s) stay. An entry
+        at 4720 at now 1120: (1120, ...).
         """
         for t, _ in self:
-            if not now - t < seconds:
-                return TimeWindow([e for e in self if now - e[0] < seconds])
+            if not (now - t < seconds and t <= now):
+                return TimeWindow([(min(t, now), v) for t, v in self if now - min(t, now) < seconds])
         return self  # the usual case: nothing to drop
 
     def record(self, now: float, value: V) -> TimeWindow[V]:

@@ -482,7 +482,16 @@ class LeadTimeState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LeadTimeState:
-        """Inverse of `to_dict`; raises ValueError on anything malformed."""
+        """Inverse of `to_dict`; raises ValueError on anything malformed (a list where a number
+        belongs, an integer too large for a float: never another exception, which the
+        controller would not take for a bad entry)."""
+        try:
+            return cls._from_dict(data)
+        except (TypeError, KeyError, IndexError, OverflowError, AttributeError) as exc:
+            raise ValueError(f"lead-time state: malformed: {type(exc).__name__}: {str(exc)[:120]}") from None
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> LeadTimeState:
         if not isinstance(data, dict) or data.get("version") != 1:
             raise ValueError("lead-time state: expected a mapping with version 1")
 
@@ -517,6 +526,32 @@ def _finite(value: Any, what: str, *, positive: bool = False) -> float:
     return number
 
 
+def _demand_history(raw: Any) -> list[tuple[float, float]]:
+    """`SloState.demand_history` read back: [t, demand > 0] pairs in time order, or ValueError."""
+    history = []
+    for item in raw:
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise ValueError(f"SLO state: bad demand entry {item!r}")
+        history.append((_finite(item[0], "demand time"), _finite(item[1], "demand", positive=True)))
+    if any(b[0] <= a[0] for a, b in pairwise(history)):
+        raise ValueError("SLO state: demand history out of time order")
+    return history
+
+
+def _growth_moments(data: dict[str, Any]) -> tuple[float, float]:
+    """(growth mean, growth variance) read back, within what demand can do, or ValueError."""
+    variance = _finite(data.get("growth_variance", 0.0), "growth variance")
+    mean = _finite(data.get("growth_mean", 0.0), "growth mean")
+    if not 0.0 <= variance <= MAX_GROWTH_VARIANCE or abs(mean) > MAX_GROWTH_MEAN:
+        raise ValueError(f"SLO state: growth mean {mean!r} or variance {variance!r} out of range (allowed: "
+                         f"|mean| <= {MAX_GROWTH_MEAN:g}, variance 0 .. {MAX_GROWTH_VARIANCE:g})")
+    return mean, variance
+
+
+MAX_GROWTH_MEAN = 100.0
+MAX_GROWTH_VARIANCE = 1e4
+"""Persisted growth moments beyond these are no record of demand (a log-growth of 100 is a
+factor e^100 within one lead time): refused, so the state starts cold."""
 MAX_PROBE_DOUBLINGS = 16  # `SloState.probe_doublings` counts no further (the step is capped long before)
 
 
@@ -569,6 +604,15 @@ class SloState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SloState:
+        """`_from_dict`, with every other exception of malformed data (a list where a number
+        belongs, an integer too large for a float) a ValueError."""
+        try:
+            return cls._from_dict(data)
+        except (TypeError, KeyError, IndexError, OverflowError, AttributeError) as exc:
+            raise ValueError(f"SLO state: malformed: {type(exc).__name__}: {str(exc)[:120]}") from None
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> SloState:
         """Inverse of `to_dict`; raises ValueError on anything malformed (the caller then
         starts cold). Capacities must be positive, both set or both unset, with a cold start.
         A record without `probe_doublings` (written before the slow start) reads as 0 when it
@@ -581,13 +625,7 @@ class SloState:
             raise ValueError("SLO state: learned capacities need each other and a cold start")
         if cold is not None and (not isinstance(cold, list | tuple) or len(cold) != 2):
             raise ValueError(f"SLO state: bad cold_start {cold!r}")
-        history = []
-        for item in data.get("demand_history", []):
-            if not isinstance(item, list | tuple) or len(item) != 2:
-                raise ValueError(f"SLO state: bad demand entry {item!r}")
-            history.append((_finite(item[0], "demand time"), _finite(item[1], "demand", positive=True)))
-        if any(b[0] <= a[0] for a, b in pairwise(history)):
-            raise ValueError("SLO state: demand history out of time order")
+        history = _demand_history(data.get("demand_history", []))
         samples, updated = data.get("growth_samples", 0), data.get("growth_updated_at")
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise ValueError(f"SLO state: bad growth_samples {samples!r}")
@@ -598,16 +636,14 @@ class SloState:
         if doublings is not None and (isinstance(doublings, bool) or not isinstance(doublings, int)
                                       or not 0 <= doublings <= MAX_PROBE_DOUBLINGS):
             raise ValueError(f"SLO state: bad probe_doublings {doublings!r}")
-        variance = _finite(data.get("growth_variance", 0.0), "growth variance")
-        if variance < 0:
-            raise ValueError(f"SLO state: negative growth variance {variance!r}")
+        mean, variance = _growth_moments(data)
         return cls(
             cold_start=None if cold is None else (_finite(cold[0], "cold start", positive=True),
                                                   _finite(cold[1], "cold start", positive=True)),
             capacity_prompt_tokens_per_second=None if cp is None else _finite(cp, "capacity", positive=True),
             capacity_generation_tokens_per_second=None if cg is None else _finite(cg, "capacity", positive=True),
             demand_history=TimeWindow(history),
-            growth_mean=_finite(data.get("growth_mean", 0.0), "growth mean"),
+            growth_mean=mean,
             growth_variance=variance,
             growth_samples=samples,
             growth_updated_at=None if updated is None else _finite(updated, "growth time"),
