@@ -59,7 +59,9 @@ def reason(current: int, limited: Limited, stabilized: int, rec: Recommendation,
     minimum is 2: scale_up_min_replicas. 12 -> 8 under a maximum of 8: scale_down_max_replicas;
     5 -> 4: scale_down. 4 -> 4 with a recommendation of 3: hold_scale_down_window when the
     window held it (stabilised 4), hold_scale_down_rate when the rate limit did (stabilised 3).
-    A held recommendation: its hold. Otherwise: hold_steady.
+    A held recommendation: its hold. 4 -> 4 with a recommendation of 6 that the scale-up rate
+    limit, the up window, the maximum or the GPU budget kept at 4: hold_scale_up_limited (the
+    clamp names which). Otherwise: hold_steady.
     """
     desired = limited.replicas
     if desired > current:
@@ -72,6 +74,8 @@ def reason(current: int, limited: Limited, stabilized: int, rec: Recommendation,
         return rec.hold
     if rec.replicas < current:
         return Reason.HOLD_SCALE_DOWN_WINDOW if stabilized >= current else Reason.HOLD_SCALE_DOWN_RATE
+    if rec.replicas > current:
+        return Reason.HOLD_SCALE_UP_LIMITED
     return Reason.HOLD_STEADY
 
 

@@ -340,6 +340,7 @@ class Reason(StrEnum):
     HOLD_CAPACITY_IN_FLIGHT = "hold_capacity_in_flight"
     HOLD_SCALE_DOWN_WINDOW = "hold_scale_down_window"
     HOLD_SCALE_DOWN_RATE = "hold_scale_down_rate"
+    HOLD_SCALE_UP_LIMITED = "hold_scale_up_limited"  # more asked for, none added: the clamp says why
     HOLD_ROLLOUT = "hold_rollout"
 
 

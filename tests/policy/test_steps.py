@@ -735,6 +735,9 @@ def test_clamp(limit_clamp: Clamp | None, stabilized: int, rec: Recommendation, 
         (4, Limited(4, None), 4, Recommendation(4, Reason.HOLD_WITHIN_TOLERANCE), sizing(4.2),
          Reason.HOLD_WITHIN_TOLERANCE),  # docstring: a held recommendation gives its hold
         (4, Limited(4, None), 4, Recommendation(4), sizing(4.0), Reason.HOLD_STEADY),  # docstring
+        # docstring: 6 asked for, kept at 4 by the rate limit (it said hold_steady before: a review)
+        (4, Limited(4, Clamp.SCALE_UP_RATE), 6, Recommendation(6), sizing(6.0), Reason.HOLD_SCALE_UP_LIMITED),
+        (8, Limited(8, Clamp.MAX_REPLICAS), 9, Recommendation(9), sizing(9.0), Reason.HOLD_SCALE_UP_LIMITED),
     ],
 )
 def test_reason(
