@@ -104,6 +104,9 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
     bad = [k for k, g in out.grids.items() if len(g) != n]
     if bad:
         raise ValueError(f"{path}: policies {', '.join(bad)} do not have grid_points = {n} grid values")
+    if len(set(out.seeds)) != len(out.seeds) or not out.seeds:
+        # a seed twice would be one run counted twice: intervals too narrow, envelopes merged
+        raise ValueError(f"{path}: seeds = {list(out.seeds)}: must be distinct, at least one")
     return out
 
 

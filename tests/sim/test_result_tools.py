@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 TOOLS = Path(__file__).resolve().parents[2] / "simulations" / "tools"
 META = {"scenario": "s", "trace": "t [0s +60s] x1", "rate_scale": 1.0, "profile": "p",
@@ -281,3 +282,17 @@ def test_start_size_runs_queue_lead_from_the_start_asked(capsys: pytest.CaptureF
     assert line.startswith("demo static 3 seed 0: ") and line.endswith(" 1.0 node GPU-h"), line
     assert tool.main(["demo", "--static", "0"]) == 2
     assert tool.main(["azure-conv", "--static", "3"]) == 2
+
+
+def test_a_protocol_with_a_seed_twice_is_refused(tmp_path: Path) -> None:
+    """A seed listed twice is one run counted twice: its intervals too narrow, its per-seed
+    envelopes merged (found by a review; no published protocol had one)."""
+    from autoscaler.sim.experiment import PROTOCOL_PATH, load_protocol
+
+    doc = yaml.safe_load(Path(PROTOCOL_PATH).read_text())
+    doc["seeds"] = [0, 0, 1]
+    path = tmp_path / "protocol.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ValueError, match=r"seeds = \[0, 0, 1\]: must be distinct"):
+        load_protocol(path)
+    assert len(set(load_protocol().seeds)) == len(load_protocol().seeds) >= 3
