@@ -7,6 +7,7 @@ Everything here is immutable so that `decide()` stays a pure function.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from bisect import bisect_right
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
@@ -486,10 +487,7 @@ class LeadTimeState:
         """Inverse of `to_dict`; raises ValueError on anything malformed (a list where a number
         belongs, an integer too large for a float: never another exception, which the
         controller would not take for a bad entry)."""
-        try:
-            return cls._from_dict(data)
-        except (TypeError, KeyError, IndexError, OverflowError, AttributeError) as exc:
-            raise ValueError(f"lead-time state: malformed: {type(exc).__name__}: {str(exc)[:120]}") from None
+        return _read_state("lead-time state", cls._from_dict, data)
 
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> LeadTimeState:
@@ -515,6 +513,18 @@ class LeadTimeState:
             recorded_node_pods=names("recorded_node_pods"),
             seen_unschedulable=names("seen_unschedulable"),
         )
+
+
+_S = TypeVar("_S")
+
+
+def _read_state(what: str, read: Callable[[dict[str, Any]], _S], data: dict[str, Any]) -> _S:
+    """`read(data)`, every exception malformed data can raise (a list where a number belongs,
+    an integer too large for a float) turned into the one the caller handles: ValueError."""
+    try:
+        return read(data)
+    except (TypeError, KeyError, IndexError, OverflowError, AttributeError) as exc:
+        raise ValueError(f"{what}: malformed: {type(exc).__name__}: {str(exc)[:120]}") from None
 
 
 def _finite(value: Any, what: str, *, positive: bool = False) -> float:
@@ -607,10 +617,7 @@ class SloState:
     def from_dict(cls, data: dict[str, Any]) -> SloState:
         """`_from_dict`, with every other exception of malformed data (a list where a number
         belongs, an integer too large for a float) a ValueError."""
-        try:
-            return cls._from_dict(data)
-        except (TypeError, KeyError, IndexError, OverflowError, AttributeError) as exc:
-            raise ValueError(f"SLO state: malformed: {type(exc).__name__}: {str(exc)[:120]}") from None
+        return _read_state("SLO state", cls._from_dict, data)
 
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> SloState:
