@@ -32,6 +32,7 @@ from autoscaler.config import (
     load_config_file,
     load_config_text,
 )
+from autoscaler.config.bounded import SafeBuilder, load_yaml
 from autoscaler.policy.params import PolicyParams, SloParams
 
 REPO = Path(__file__).resolve().parent.parent
@@ -696,7 +697,9 @@ def test_random_policy_values_never_crash(defaults: dict[Any, Any], overrides: l
         "targets": [{"namespace": "llm", "deployment": f"m{i}", **o} for i, o in enumerate(overrides)],
     }
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-    doc = yaml.safe_load(text)  # what the file says (YAML folds some characters, e.g. U+0085)
+    # what the file says, as the controller reads YAML (it folds some characters, e.g. U+0085;
+    # and reads an unquoted `0e0`, which PyYAML's dumper leaves unquoted, as a number)
+    doc = load_yaml(text, SafeBuilder)
     defaults = doc["defaults"]
     try:
         config = load_config_text(text)
