@@ -61,8 +61,8 @@ _copysign = math.copysign
 def _new_sample(v: Any, ts: Any, cache: dict[Any, MetricSample]) -> MetricSample:
     """A sample not interned yet: checked as `_decode_sample` checks it (ValueError or TypeError
     if not valid), built, and interned under (v, ts) unless -0.0 could be mistaken for 0.0."""
-    if type(v) is str and v not in _SPECIAL:
-        raise ValueError(v)
+    if (type(v) is str and v not in _SPECIAL) or type(v) is bool or not (type(ts) is float or type(ts) is int):
+        raise ValueError(v)  # `true` or a time written as a string: the reference path names it
     value = float(v)
     stamp = float(ts)
     if not (-MAX_VALUE <= value <= MAX_VALUE or value != value or _isinf(value)) or not 0.0 <= stamp <= MAX_TIMESTAMP:
@@ -228,11 +228,15 @@ def fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION, 
                     if x is not None:
                         if type(x) is list:
                             v, ts = x
+                            if type(v) is bool:  # equal to 1 or 0 as a cache key: never a sample
+                                return None
                         elif not bare:
                             return None
                         elif type(x) is float and x == v:  # version 4: the value before, the same sample
                             fields.append(last)
                             continue
+                        elif type(x) is bool:
+                            return None
                         else:  # version 4: a bare value has the timestamp of the sample before
                             v = x
                         x = last = get((v, ts)) or new_sample(v, ts, cache)
@@ -253,19 +257,27 @@ def fast_decoder(cache: dict[Any, MetricSample], version: int = FORMAT_VERSION, 
                     hists.append(h)
                 ttft, tpot, qt = hists
                 if created is not None and (type(created) is not float or not 0.0 <= created <= max_ts):
+                    if type(created) is not int:  # a string or a bool: the reference path refuses it
+                        return None
                     created = float(created)
                     if not 0.0 <= created <= max_ts:
                         return None
                 if scheduled is not None and (type(scheduled) is not float or not 0.0 <= scheduled <= max_ts):
+                    if type(scheduled) is not int:  # a string or a bool: the reference path refuses it
+                        return None
                     scheduled = float(scheduled)
                     if not 0.0 <= scheduled <= max_ts:
                         return None
                 if ready_at is not None and (type(ready_at) is not float or not 0.0 <= ready_at <= max_ts):
+                    if type(ready_at) is not int:  # a string or a bool: the reference path refuses it
+                        return None
                     ready_at = float(ready_at)
                     if not 0.0 <= ready_at <= max_ts:
                         return None
                 append(new_pod(pod_type, (name, pod_ready, stage, w, r, kv, kv_metric, c, created, scheduled, ready_at,
                                           pt, gt, ttft, tpot, qt)))
+            if len({p.name for p in pods}) != len(pods):
+                return None  # a pod twice: the reference path refuses it
             demand_raw = doc.get("demand") or {}
             if type(demand_raw) is not dict:
                 return None

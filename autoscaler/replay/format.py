@@ -463,8 +463,8 @@ def _decode_sample(raw: Any, where: str) -> MetricSample | None:
         return None
     try:
         v, ts = raw  # float() reads the strings "NaN", "+Inf", "-Inf" too
-        if isinstance(v, str) and v not in _SPECIAL:
-            raise ValueError(v)
+        if (isinstance(v, str) and v not in _SPECIAL) or isinstance(v, bool) or isinstance(ts, str | bool):
+            raise ValueError(v)  # `true` is no number, nor is a time written as a string
         value, stamp = float(v), float(ts)
     except (TypeError, ValueError, OverflowError):
         raise RecordingError(f"{where}: expected [value, timestamp] or null, got {_short(raw)}") from None
@@ -477,6 +477,8 @@ def _decode_sample(raw: Any, where: str) -> MetricSample | None:
 def _opt_time(raw: Any, where: str) -> float | None:
     if raw is None:
         return None
+    if isinstance(raw, str | bool):
+        raise TypeError(raw)
     try:
         t = float(raw)
     except (TypeError, ValueError, OverflowError):
@@ -678,6 +680,10 @@ def decode_step(doc: Any, where: str, version: int = FORMAT_VERSION, layouts: Bu
             extra = f" (+ optionally {', '.join(SLO_FIELDS)})" if version >= 2 else ""
             raise RecordingError(f"{where} pods[{i}]: not a valid pod entry ({len(POD_FIELDS_V1)} fields: "
                                  f"{', '.join(POD_FIELDS_V1)}{extra})") from None
+    names = [p.name for p in pods]
+    if len(set(names)) != len(names):  # replayed, its load would count twice
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise RecordingError(f"{where}: pod {twice[0]!r} is listed twice")
     demand_raw = doc.get("demand") or {}
     if not isinstance(demand_raw, dict):
         raise RecordingError(f"{where}: 'demand' is not an object")

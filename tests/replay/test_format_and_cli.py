@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -251,3 +252,24 @@ def test_gpu_hours_hold_a_ticks_replicas_over_a_gap() -> None:
     assert summary["desired_gpu_hours"] == pytest.approx(0.0625) and summary["recorded_gpu_hours"] == pytest.approx(75 / 3600)
     no_gap = Replay("x", [Tick(t, 1, None, 2, "hold_steady", None, 1, 0.0) for t in (0.0, 15.0, 30.0)])
     assert no_gap.summary(15.0, 2)["desired_gpu_hours"] == 2 * 3 * 15 / 3600 * 2
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda s: s["pods"][0].__setitem__(3, [True, s["pods"][0][3][1]]), "expected [value, timestamp] or null"),
+    (lambda s: s["pods"][0].__setitem__(3, [1.0, str(int(s["pods"][0][3][1]))]), "expected [value, timestamp] or null"),
+    (lambda s: s["pods"][0].__setitem__(8, str(int(s["pods"][0][8]))), "not a valid pod entry"),
+    (lambda s: s["pods"].append(list(s["pods"][0])), "is listed twice"),
+])
+def test_values_of_the_wrong_type_and_a_pod_twice_are_refused(tmp_path: Path, mutate: Any, message: str) -> None:
+    """`true` read as 1.0, a time written as a string read as the time, a pod listed twice
+    replayed as two (its load counted twice): exit 0 with other numbers before (found by a
+    review). Refused by the fast path and the reference path alike, naming the line."""
+    lines = gzip.open(Path(__file__).parents[1] / "fixtures" / "replay" / "hpa-6h.jsonl.gz", "rt").read().splitlines()
+    step = json.loads(lines[4])
+    mutate(step)
+    lines[4] = json.dumps(step)
+    bad = tmp_path / "bad.jsonl.gz"
+    with gzip.open(bad, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    with pytest.raises(RecordingError, match=re.escape(message)):
+        read_recording(bad)
