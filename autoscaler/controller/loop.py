@@ -397,7 +397,9 @@ class Controller:
         key = (ns, name)
         outcome, exc = written.outcome, written.error
         if outcome is Outcome.FENCED:
-            self.metrics.leader.set(0)
+            # fenced out of this write, not necessarily deposed (a Retry-After longer than the time
+            # the fence has left fences a write out while the replica still leads): the gauge is
+            # the tick's reading of the fence, set again at the next tick
             log.warning("decision", action=outcome.action, current=decision.current_replicas,
                         desired=decision.desired_replicas, reason=decision.reason.value, fenced=True)
             return TargetOutcome(ns, name, outcome.action, decision=decision, observation=observation)

@@ -303,9 +303,12 @@ class KubeClient:
         except KubeError as exc:
             if not fenced_out:
                 raise
-            raise KubeFenced(f"not the leader (any more): {op.describe()}" + (f" ({op.name})" if op.name else "")
-                             + f" not sent again after: {exc}", verb=op.verb, resource=op.resource,
-                             namespace=op.namespace, name=op.name, maybe_written=exc.maybe_written) from exc
+            # still leading, maybe: the wait before the next try (a backoff, a Retry-After) would
+            # outlast the time the fence has left, so no try is started
+            raise KubeFenced(f"the lease's fence would close before a retry: {op.describe()}"
+                             + (f" ({op.name})" if op.name else "") + f" not sent again after: {exc}",
+                             verb=op.verb, resource=op.resource, namespace=op.namespace, name=op.name,
+                             maybe_written=exc.maybe_written) from exc
 
     def _list(self, resource: str, namespace: str | None, namespaced_fn: Callable[..., Any],
               all_fn: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
