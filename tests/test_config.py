@@ -773,3 +773,12 @@ def test_stdin_counts_bytes_as_a_file_does(tmp_path: Path) -> None:
                               capture_output=True)
     assert as_file.returncode == on_stdin.returncode == 2
     assert b"larger than 1 MiB" in as_file.stderr and b"larger than 1 MiB" in on_stdin.stderr
+
+
+def test_problems_are_listed_up_to_a_hundred() -> None:
+    """A config of 60,000 unknown keys printed 60,000 lines (and `run` logged them as one line;
+    found by a review): the first 100, then how many more."""
+    text = "targets: []\ndefaults:\n" + "".join(f"  bogus_{i}: 1\n" for i in range(1_000))
+    with pytest.raises(ConfigError) as exc:
+        load_config_text(text)
+    assert len(exc.value.problems) == 101 and exc.value.problems[-1] == "... and 900 more problems"

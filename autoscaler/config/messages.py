@@ -24,12 +24,20 @@ from autoscaler.config.bounded import load_yaml
 # --- errors -------------------------------------------------------------------------------------
 
 
+MAX_PROBLEMS = 100
+"""Problems listed at most; beyond, one line says how many more (a file of 60,000 unknown keys
+is one mistake, not a reading list)."""
+
+
 class ConfigError(Exception):
     """The document is unusable. `problems` holds one line per problem, `key = value, must be ...`
     (or `<source>: ...` for problems of the document as a whole: unreadable, invalid YAML, empty)."""
 
     def __init__(self, problems: Sequence[str], *, source: str = "<string>") -> None:
-        self.problems: list[str] = list(dict.fromkeys(problems))  # de-duplicated, in order
+        unique = list(dict.fromkeys(problems))  # de-duplicated, in order
+        if len(unique) > MAX_PROBLEMS:  # 60,000 unknown keys made 60,000 lines, and one log line of them
+            unique = [*unique[:MAX_PROBLEMS], f"... and {len(unique) - MAX_PROBLEMS:,} more problems"]
+        self.problems: list[str] = unique
         self.source = source
         super().__init__("\n".join(self.problems))
 
