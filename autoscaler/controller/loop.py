@@ -205,7 +205,8 @@ class Controller:
         self._reload_config()
         config = self.watcher.current
         if not config.targets and config.target_selector is None:
-            self._forget_released(set())
+            # nothing is written while idle, so the state ConfigMap keeps every entry: so does
+            # memory (a target put back resumes as a restarted replica would, from its entry)
             self.log.info("idle", message="no targets configured")
             self.ticks_ok += 1
             return []

@@ -601,24 +601,28 @@ def test_a_deployment_above_its_maximum_goes_to_it_even_without_metrics(
 def test_a_target_removed_and_added_again_starts_as_after_a_restart(
     config: Path, kube: FakeKube, prometheus: FakePrometheus
 ) -> None:
-    """4 -> 3; the target is taken out of the ConfigMap (its state entry is dropped) and put
-    back 30 s later. A restarted replica would scale 3 -> 2 then; the running one held on the
-    forgotten scale event (hold_scale_down_rate) and wrote the old state back (found by a
-    review). It forgets a released target as the ConfigMap does."""
+    """4 -> 3; the target is taken out of the ConfigMap (another stays listed), so the tick's
+    state write drops its entry; put back 30 s later. A restarted replica would scale 3 -> 2
+    then; the running one held on the forgotten scale event (hold_scale_down_rate) and wrote the
+    old state back (found by a review). It forgets a released target as the ConfigMap does."""
     clock = Clock()
     c = controller(config, kube, prometheus, clock=clock)
     reads(kube, prometheus, cluster(4), fleet(4, IDLE))
     kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
     assert one(c.tick()).action == "patched"
     text = config.read_text()
-    config.write_text(yaml.safe_dump({"targets": []}))
+    config.write_text(yaml.safe_dump({"targets": [{"namespace": NS, "deployment": "other"}]}))
     clock.now += 15
-    assert c.tick() == []  # idle: no targets
+    kube.script("snapshot", cluster(3, rv="42"))
+    prometheus.script("fetch", fleet(3, IDLE))
+    kube.script("write_state", "101")
+    c.tick()
+    assert sorted(kube.called("write_state")[-1].args["data"]) == []  # the released entry is dropped
     config.write_text(text)
     clock.now += 15
     kube.script("snapshot", cluster(3, rv="42"))
     prometheus.script("fetch", fleet(3, IDLE))
-    kube.script("write_state", "101").script("set_replicas", True).script("emit_event", {})
+    kube.script("write_state", "102").script("set_replicas", True).script("emit_event", {})
     outcome = one(c.tick())
     assert (outcome.action, outcome.decision.reason.value) == ("patched", "scale_down"), outcome
 
