@@ -10,12 +10,14 @@ Definitions (docs/benchmark.md):
 * **Cost at a target t.** On the envelope, the cost where attainment reaches t, linearly
   interpolated between the two kept points around it; the cheapest kept point's cost when it
   already reaches t (no extrapolation below the grid); None when no point reaches t.
-* **Published value.** `cost_at` of the envelope of the MEAN points (mean over seeds of cost and
-  of attainment, per grid point).
-* **Its 95 % interval.** Per seed s, the same cost_at on the envelope of that seed's own points,
-  c_s. With n seeds, h = t(0.975, n - 1) x sd(c_1..c_n) / sqrt(n) (sample sd, Student t); the
-  interval is [value - h, value + h], centred on the published value (its low end clipped at 0).
-  None when any seed's envelope does not reach t (or n < 2).
+* **Published value.** Per seed s, `cost_at` on the envelope of that seed's own points, c_s;
+  the published value is their mean, with n seeds and h = t(0.975, n - 1) x sd(c_1..c_n) /
+  sqrt(n) (sample sd, Student t) its interval [mean - h, mean + h] (low end clipped at 0; None
+  for n < 2). A target is reached only when every seed's envelope reaches it: otherwise the
+  value is None, and the per-seed costs say how many seeds did. (Until 2026-12-05 the value was
+  the cost on the envelope of the mean points with this interval centred on it: two different
+  statistics, and where attainment is noisy across seeds near the target the value sat above
+  every c_s, so its interval could exclude all of them.)
 * **Points.** Mean and Student-t interval over seeds, clipped to the quantity's range
   (attainment within [0, 1], GPU-hours and scale actions >= 0).
 """
@@ -78,14 +80,16 @@ def cost_at(points: Sequence[tuple[float, float]], target: float) -> float | Non
     return None
 
 
-def cost_at_with_ci(mean_points: Sequence[tuple[float, float]], seed_points: Sequence[Sequence[tuple[float, float]]],
-                    target: float) -> dict[str, float | list[float] | None] | None:
-    """{mean, ci95} at `target` (module docstring), or None when the mean envelope misses it."""
-    value = cost_at(mean_points, target)
-    if value is None:
-        return None
+def cost_at_with_ci(seed_points: Sequence[Sequence[tuple[float, float]]],
+                    target: float) -> tuple[dict[str, float | list[float] | None] | None, list[float | None]]:
+    """({mean, ci95} of the per-seed costs at `target`, or None unless every seed reaches it; the
+    per-seed costs c_s, None where a seed's envelope misses it) (module docstring).
+
+    Worked example: seeds' costs at 0.99 of 2.8 and 3.2 -> mean 3.0, h = 12.706 x 0.2828 /
+    sqrt(2) = 2.54, [0.46, 5.54]; a seed that reaches 0.985 only -> (None, [2.8, None])."""
     per_seed = [cost_at(pts, target) for pts in seed_points]
-    if any(c is None for c in per_seed):
-        return {"mean": value, "ci95": None}
-    h = half_width([c for c in per_seed if c is not None])
-    return {"mean": value, "ci95": None if h is None else [max(value - h, 0.0), value + h]}
+    reached = [c for c in per_seed if c is not None]
+    if not per_seed or len(reached) < len(per_seed):
+        return None, per_seed
+    cell = mean_ci(reached, 0.0)
+    return cell, per_seed

@@ -104,32 +104,47 @@ def lower_bound(out: SweepOutput) -> LowerBound:
 
 def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcomes: Sequence[Outcome],
                  targets: Sequence[float], knob_name: str) -> dict[str, Any]:
+    """One policy's entry: per grid point the mean and interval of each metric and its per-seed
+    values (`per_seed`, in the order of `seeds`); per target the cost on the frontier
+    (`frontier.cost_at_with_ci`: the mean of the seeds' own envelope costs) and each seed's cost
+    (`cost_at_seeds`, null where that seed's envelope misses the target)."""
     mine = [o for o in outcomes if o.policy == name]
     points: list[dict[str, Any]] = []
-    mean_pts: list[tuple[float, float]] = []
     seed_pts: dict[int, list[tuple[float, float]]] = {s: [] for s in seeds}
     for k in grid:
         runs = sorted((o for o in mine if o.knob == k), key=lambda o: o.seed)
         point: dict[str, Any] = {"knob": k, "seeds": [o.seed for o in runs]}
         for metric, (lo, hi) in METRICS.items():
             point[metric] = mean_ci([float(getattr(o, metric)) for o in runs], lo, hi)
+        point["per_seed"] = {metric: [float(getattr(o, metric)) for o in runs] for metric in METRICS}
         points.append(point)
-        mean_pts.append((point["gpu_hours_nodes"]["mean"], point["slo_attainment"]["mean"]))
         for o in runs:
             seed_pts[o.seed].append((o.gpu_hours_nodes, o.slo_attainment))
-    cost = {f"{t:g}": cost_at_with_ci(mean_pts, list(seed_pts.values()), t) for t in targets}
-    return {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost}
+    cost: dict[str, Any] = {}
+    cost_seeds: dict[str, list[float | None]] = {}
+    for t in targets:
+        cost[f"{t:g}"], cost_seeds[f"{t:g}"] = cost_at_with_ci(list(seed_pts.values()), t)
+    return {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost, "cost_at_seeds": cost_seeds}
 
 
 # --------------------------------------------------------------------------- its Markdown
 
 
-def _interval(v: dict[str, Any] | None, digits: int = 3) -> str:
+def _interval(v: dict[str, Any] | None, digits: int = 3, seeds: list[float | None] | None = None) -> str:
+    """`mean [low, high]`; "not reached", with how many seeds did when some did (`seeds`: the
+    per-seed costs, null where a seed's envelope misses the target)."""
     if v is None:
-        return "not reached"
+        reached = sum(c is not None for c in seeds or [])
+        return f"not reached ({reached} of {len(seeds)} seeds)" if seeds and reached else "not reached"
     ci = v.get("ci95")
     text = f"{v['mean']:.{digits}g}"
     return text + (f" [{ci[0]:.{digits}g}, {ci[1]:.{digits}g}]" if ci else " [-]")
+
+
+def cost_cell(entry: dict[str, Any], target: str) -> str:
+    """A policy entry's cost at `target` ("0.99") as a table cell: `mean [low, high]`, or "not
+    reached", with how many seeds reached it when some did."""
+    return _interval(entry["cost_at"].get(target), seeds=entry.get("cost_at_seeds", {}).get(target))
 
 
 def nearest_point(entry: dict[str, Any], target: float) -> dict[str, Any]:
@@ -151,7 +166,7 @@ def sweep_markdown(doc: dict[str, Any]) -> str:
              "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for name, entry in doc["policies"].items():
         p = nearest_point(entry, near)
-        row = [name] + [_interval(entry["cost_at"].get(f"{t:g}")) for t in targets] + [
+        row = [name] + [cost_cell(entry, f"{t:g}") for t in targets] + [
             f"{p['knob']:g}", _interval({"mean": 100 * p["slo_attainment"]["mean"], "ci95": _pct(p["slo_attainment"])},
                                         4),
             _interval(p["gpu_hours_nodes"]), _interval(p["gpu_hours_pods"]), _interval(p["scale_actions"])]

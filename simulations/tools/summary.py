@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.atomic import atomic_path
-from autoscaler.sim.scoreboard import winners_line
+from autoscaler.sim.scoreboard import cost_cell, winners_line
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -46,13 +46,6 @@ def ceilings(results: Path) -> dict[str, dict[str, Any]]:
     return {r["scenario"]: r["start_ceiling"] for r in rows if isinstance(r, dict) and r.get("start_ceiling")}
 
 
-def _cell(v: dict[str, Any] | None) -> str:
-    if v is None:
-        return "not reached"
-    ci = v.get("ci95")
-    return f"{v['mean']:.3g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "")
-
-
 def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | None = None) -> str:
     lines = ["# Benchmark summary", "",
              "Node GPU-hours to reach each SLO attainment target, on each policy's cost frontier (means over "
@@ -69,7 +62,7 @@ def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | No
                   "| policy | " + " | ".join(f"@{100 * float(t):g} %" for t in targets) + " |",
                   "|---|" + "---|" * len(targets)]
         for name, entry in doc["policies"].items():
-            lines.append(f"| {name} | " + " | ".join(_cell(entry["cost_at"].get(t)) for t in targets) + " |")
+            lines.append(f"| {name} | " + " | ".join(cost_cell(entry, t) for t in targets) + " |")
         lb = doc["lower_bound"]["cost_at"]
         lines.append("| lower bound | " + " | ".join(f"{lb[t]:.3g}" for t in targets) + " |")
         lines += ["", winners_line(doc), ""]

@@ -119,6 +119,22 @@ def test_an_exploratory_sweep_is_marked_and_runs_every_point_with_every_seed(
     assert (out / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_document_keeps_every_seed_and_costs_are_the_mean_of_the_seeds(swept: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = swept
+    for entry in doc["policies"].values():
+        for p in entry["points"]:
+            for metric in ("slo_attainment", "gpu_hours_nodes", "gpu_hours_pods", "scale_actions"):
+                values = p["per_seed"][metric]
+                assert len(values) == len(p["seeds"]) and p[metric]["mean"] == pytest.approx(sum(values) / len(values))
+        for t, cell in entry["cost_at"].items():
+            per_seed = entry["cost_at_seeds"][t]
+            assert len(per_seed) == 2
+            if cell is None:
+                assert None in per_seed
+            else:
+                assert cell["mean"] == pytest.approx(sum(per_seed) / 2)
+
+
 def test_the_bound_is_below_every_policy_in_the_document(swept: tuple[dict[str, Any], Path]) -> None:
     doc, _ = swept
     lb = doc["lower_bound"]["cost_at"]
