@@ -21,7 +21,17 @@ As run here (the knob is the KV-cache usage target):
   of the last 300 s wins, as in the HPA (an earlier controller, e.g. commit 015a2e5, took the
   lowest, which made the cooldown a no-op); scale-up has no cooldown; then [min, max].
 
-Example: 4 pods at KV 0.9, target 0.5: r = 1.8 -> min(ceil(7.2), 8) = 8.
+* the pending-replica guard (pkg/controller/podautoscaler/autoscaler.go at commit 015a2e5,
+  `applyPendingReplicaGuard`, applied to APA and KPA recommendations on pod metrics before the
+  cooldown): with P = N - ready replicas still starting, a scale-up counts them as missing
+  metrics, ceil(N x (usage x ready / N) / target), kept within [N, the recommendation]; a
+  scale-down counts them at the target, ceil(N x (usage x ready + target x P) / N / target),
+  kept within [the recommendation, N]. Without it a scale-up compounds while pods load: the
+  ready pods' usage stays high and multiplies the spec replicas again every 10 s.
+
+Example: 4 pods at KV 0.9, target 0.5: r = 1.8 -> min(ceil(7.2), 8) = 8. The next tick, 8 spec
+replicas, 4 of them ready, still at 0.9: r = 1.8 -> min(ceil(14.4), 16) = 15 unguarded; the
+guard gives ceil(8 x (0.9 x 4 / 8) / 0.5) = ceil(7.2) = 8 -> kept at N = 8.
 """
 
 from __future__ import annotations
@@ -42,6 +52,23 @@ def apa_replicas(current: int, usage: float, target: float, up_tolerance: float 
     if r < 1 - down_tolerance:
         return max(math.ceil(current * r - 1e-9), math.floor(current / max_down_rate))
     return current
+
+
+def pending_guard(current: int, ready: int, recommendation: int, usage: float, target: float) -> int:
+    """autoscaler.go `applyPendingReplicaGuard` for APA (module docstring). Worked examples:
+    N 8, ready 4, usage 0.9, target 0.5, recommendation 15 -> ceil(8 x 0.45 / 0.5) = 8 -> 8;
+    N 8, ready 6, usage 0.9, recommendation 15 -> ceil(8 x 0.675 / 0.5) = 11 -> 11;
+    N 8, ready 4, usage 0.1, target 0.5, recommendation 4 -> ceil(8 x (0.4 + 2.0) / 8 / 0.5) = 5 -> 5;
+    N 8, ready 8 (nothing pending) -> the recommendation."""
+    ready = min(max(ready, 0), current)
+    pending = current - ready
+    if pending <= 0 or recommendation == current or current <= 0 or target <= 0:
+        return recommendation
+    if recommendation > current:
+        adjusted = usage * ready / current
+        return min(max(math.ceil(current * adjusted / target), current), recommendation)
+    adjusted = (usage * ready + target * pending) / current
+    return max(min(math.ceil(current * adjusted / target), current), recommendation)
 
 
 class AibrixApa:
@@ -71,6 +98,7 @@ class AibrixApa:
         if usage is None:
             return current
         recommendation = apa_replicas(current, usage, self.target, self.tol, self.tol)
+        recommendation = pending_guard(current, len(view.ready), recommendation, usage, self.target)
         self.recommendations.add(now, float(recommendation))
         if recommendation < current:  # cooldown: the highest recommendation of the window
             recommendation = int(self.recommendations.maximum(now, self.cooldown) or recommendation)

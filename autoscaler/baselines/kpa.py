@@ -31,6 +31,14 @@ As run here (the knob is CC):
 
 Example: CC 100 (target 70), 700 in flight over the last 6 s on 4 ready pods: ceil(700 / 70) = 10
 >= 2 x 4 -> panic, 10 replicas.
+
+`kpa-soft` (`Kpa(..., hard_limit=False)`): the same autoscaler with `containerConcurrency: 0` and
+the soft target `autoscaling.knative.dev/target` = the knob, which is how a KServe or Knative SRE
+would run vLLM (it batches on its own; a hard cap would queue requests a free batch slot could
+take). `ResolveMetricTarget` (pkg/reconciler/autoscaling/resources/target.go): with CC 0 the
+annotation's target is the total, times the same 70 % utilisation. With no CC the activator's
+breaker has no limit, so nothing waits outside the pods: no `pod_concurrency_limit`.
+Example: target 100 (70 per pod), 700 in flight on 4 ready pods -> 10 replicas, as above.
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ from autoscaler.baselines.window import TimeWindow
 
 
 class Kpa:
-    """Knative KPA on concurrency with a hard `containerConcurrency` per pod."""
+    """Knative KPA on concurrency, with a hard `containerConcurrency` per pod (or, `hard_limit`
+    False, a soft target and none)."""
 
     name = "kpa"
     interval_s = 2.0  # the autoscaler's tick
@@ -50,8 +59,10 @@ class Kpa:
     def __init__(self, container_concurrency: float = 116.0, utilization: float = 0.7, min_replicas: int = 1,
                  max_replicas: int = 100, stable_window_s: float = 60.0, panic_window_pct: float = 10.0,
                  panic_threshold: float = 2.0, max_scale_up_rate: float = 1000.0, max_scale_down_rate: float = 2.0,
-                 scale_down_delay_s: float = 300.0) -> None:
-        self.pod_concurrency_limit: int | None = max(1, int(container_concurrency))
+                 scale_down_delay_s: float = 300.0, hard_limit: bool = True) -> None:
+        if not hard_limit:
+            self.name = "kpa-soft"
+        self.pod_concurrency_limit: int | None = max(1, int(container_concurrency)) if hard_limit else None
         self.target = max(0.01, container_concurrency * utilization)  # autoscaling.TargetMin = 0.01
         self.min_replicas, self.max_replicas = min_replicas, max_replicas
         self.stable_s = stable_window_s

@@ -277,7 +277,9 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
                   console=console(stderr=True), transient=True, disable=not outs.progress) as bar:
         task = bar.add_task(f"sweep ({total} runs, {len(seeds)} seeds)", total=total)
         try:
-            out = run_sweep(sc, grids, seeds, executor, jobs or os.cpu_count() or 1, lambda: bar.advance(task))
+            refine = protocol.targets if protocol.refine_static else ()
+            out = run_sweep(sc, grids, seeds, executor, jobs or os.cpu_count() or 1, lambda: bar.advance(task),
+                            refine_targets=refine, peak_need=prep.peak_need)
         except (ValueError, ExecutorError) as exc:  # no scheduler answering, a slice a seed cannot prepare
             fail(str(exc))
     meta = {"trace": prep.trace.describe(), "profile": prep.profile.name, "dt_s": sc.dt,

@@ -79,6 +79,9 @@ class Protocol:
     tuning: tuple[dict[str, Any], ...]
     knobs: dict[str, str]
     grids: dict[str, tuple[float, ...]]
+    refine_static: bool = False
+    """`static_refinement: every_integer_fleet` (protocol 3): the static fleet also runs every
+    integer fleet between the two grid points around each attainment target (`static_refinement`)."""
 
     def provenance(self, seeds: Sequence[int], grid_points: int) -> dict[str, Any]:
         """The protocol file a sweep read, with the seeds and grid points it actually ran (the
@@ -98,7 +101,8 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
         out = Protocol(path=_relative(p), sha256=digest, grid_points=n, seeds=tuple(int(s) for s in raw["seeds"]),
                        targets=tuple(float(t) for t in raw["attainment_targets"]),
                        evaluation=tuple(str(e) for e in raw["evaluation"]),
-                       tuning=tuple(dict(t) for t in raw.get("tuning", [])), knobs=knobs, grids=grids)
+                       tuning=tuple(dict(t) for t in raw.get("tuning", [])), knobs=knobs, grids=grids,
+                       refine_static=_refinement(raw.get("static_refinement")))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{path}: not a protocol file ({type(exc).__name__}: {exc})") from None
     bad = [k for k, g in out.grids.items() if len(g) != n]
@@ -108,6 +112,14 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
         # a seed twice would be one run counted twice: intervals too narrow, envelopes merged
         raise ValueError(f"{path}: seeds = {list(out.seeds)}: must be distinct, at least one")
     return out
+
+
+def _refinement(value: Any) -> bool:
+    if value is None:
+        return False
+    if value != "every_integer_fleet":
+        raise ValueError(f"static_refinement = {value!r} (allowed: every_integer_fleet, or absent)")
+    return True
 
 
 def _relative(p: Path) -> str:
@@ -563,16 +575,47 @@ def sweep_jobs(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequenc
     return [Job(sc, name, k, s) for s in seeds for name, grid in grids.items() for k in grid]
 
 
+def static_refinement(outcomes: Sequence[Outcome], grid: Sequence[float], peak_need: int,
+                      targets: Sequence[float]) -> tuple[float, ...]:
+    """The static fleet's extra knobs: for each attainment target, every integer fleet strictly
+    between the fleets of the two neighbouring grid points (by fleet size) whose mean attainment
+    lies below and at or above it, as knob = replicas / peak need (`static_replicas` gives the
+    fleet back). With 8 log-spaced multipliers a peak need of 5 runs fleets 3, 4, 5, 7, 9, ...:
+    6 would never run, and the frontier would interpolate over it. More points only help the
+    static fleet (a reference, not a competitor tuned by its grid).
+
+    Worked example: need 5, grid fleets 5 -> 97 %, 7 -> 99.5 %, 9 -> 100 %; targets 0.95, 0.99:
+    0.95 is reached at the first fleet (nothing below it), 0.99 between 5 and 7 -> (6 / 5,) = (1.2,)."""
+    fleets: dict[int, list[float]] = {}
+    for o in outcomes:
+        if o.policy == "static" and o.knob in grid:
+            fleets.setdefault(static_replicas(o.knob, peak_need), []).append(o.slo_attainment)
+    sizes = sorted(fleets)
+    mean = {n: sum(v) / len(v) for n, v in fleets.items()}
+    extra: set[int] = set()
+    for t in targets:
+        for lo, hi in zip(sizes, sizes[1:]):
+            if mean[lo] < t <= mean[hi]:
+                extra.update(range(lo + 1, hi))
+                break
+    return tuple(r / peak_need for r in sorted(extra))
+
+
 @dataclass
 class SweepOutput:
     outcomes: list[Outcome]
     bounds: list[list[float]]  # per seed, on bound.attainment_grid()
     grid: list[float] = field(default_factory=lambda: attainment_grid().tolist())
+    refined: dict[str, tuple[float, ...]] = field(default_factory=dict)  # policy -> knobs run beyond its grid
 
 
 def run_sweep(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence[int], executor: str = "local",
-              jobs: int = 1, on_done: Callable[[], None] | None = None) -> SweepOutput:
-    """Every job of `sweep_jobs` and every seed's bound, through `make_executor(executor, jobs)`."""
+              jobs: int = 1, on_done: Callable[[], None] | None = None,
+              refine_targets: Sequence[float] = (), peak_need: int = 0) -> SweepOutput:
+    """Every job of `sweep_jobs` and every seed's bound, through `make_executor(executor, jobs)`;
+    then, given the attainment targets to refine at (`refine_targets`) and the peak need of the
+    scenario's seed (`peak_need`), and with the static fleet swept, its `static_refinement` runs
+    with every seed."""
     job_list = sweep_jobs(sc, grids, seeds)
     with make_executor(executor, jobs) as ex:
         # each seed's bound just before its runs: a worker mostly keeps the slice it prepared
@@ -581,10 +624,22 @@ def run_sweep(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence
         for s in seeds:
             bound_futs.append(ex.submit(bound_job, sc, s))
             futs += [ex.submit(run_job, j) for j in job_list if j.seed == s]
-        outcomes: list[Outcome] = []
-        for f in futs:
-            outcomes.append(f.result())
-            if on_done is not None:
-                on_done()
+        outcomes = _collect(futs, on_done)
+        refined: dict[str, tuple[float, ...]] = {}
+        if refine_targets and peak_need > 0 and "static" in grids:
+            extra = static_refinement(outcomes, grids["static"], peak_need, refine_targets)
+            if extra:
+                refined["static"] = extra
+                outcomes += _collect([ex.submit(run_job, Job(sc, "static", k, s)) for s in seeds for k in extra],
+                                     on_done)
         bounds = [f.result() for f in bound_futs]
-    return SweepOutput(outcomes, bounds)
+    return SweepOutput(outcomes, bounds, refined=refined)
+
+
+def _collect(futs: Sequence[Future[Outcome]], on_done: Callable[[], None] | None) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for f in futs:
+        outcomes.append(f.result())
+        if on_done is not None:
+            on_done()
+    return outcomes

@@ -85,7 +85,8 @@ def sweep_document(sc: Scenario, protocol: Protocol, grids: dict[str, tuple[floa
     bound = lower_bound(out)
     policies: dict[str, Any] = {}
     for name, grid in grids.items():
-        policies[name] = policy_entry(name, grid, seeds, out.outcomes, targets, knob_names.get(name, "knob"))
+        policies[name] = policy_entry(name, grid, seeds, out.outcomes, targets, knob_names.get(name, "knob"),
+                                      out.refined.get(name, ()))
     return {
         "scenario": sc.name,
         "slo": {**sc.slo.as_dict(), "attainment_targets": list(targets)},
@@ -103,15 +104,16 @@ def lower_bound(out: SweepOutput) -> LowerBound:
 
 
 def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcomes: Sequence[Outcome],
-                 targets: Sequence[float], knob_name: str) -> dict[str, Any]:
-    """One policy's entry: per grid point the mean and interval of each metric and its per-seed
-    values (`per_seed`, in the order of `seeds`); per target the cost on the frontier
-    (`frontier.cost_at_with_ci`: the mean of the seeds' own envelope costs) and each seed's cost
-    (`cost_at_seeds`, null where that seed's envelope misses the target)."""
+                 targets: Sequence[float], knob_name: str, refined: Sequence[float] = ()) -> dict[str, Any]:
+    """One policy's entry: per grid point (and per `refined` knob, run beyond the grid: the static
+    fleet's `experiment.static_refinement`, listed under `refined`) the mean and interval of each
+    metric and its per-seed values (`per_seed`, in the order of `seeds`); per target the cost on
+    the frontier (`frontier.cost_at_with_ci`: the mean of the seeds' own envelope costs) and each
+    seed's cost (`cost_at_seeds`, null where that seed's envelope misses the target)."""
     mine = [o for o in outcomes if o.policy == name]
     points: list[dict[str, Any]] = []
     seed_pts: dict[int, list[tuple[float, float]]] = {s: [] for s in seeds}
-    for k in grid:
+    for k in sorted({*grid, *refined}) if refined else grid:
         runs = sorted((o for o in mine if o.knob == k), key=lambda o: o.seed)
         point: dict[str, Any] = {"knob": k, "seeds": [o.seed for o in runs]}
         for metric, (lo, hi) in METRICS.items():
@@ -124,7 +126,10 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
     cost_seeds: dict[str, list[float | None]] = {}
     for t in targets:
         cost[f"{t:g}"], cost_seeds[f"{t:g}"] = cost_at_with_ci(list(seed_pts.values()), t)
-    return {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost, "cost_at_seeds": cost_seeds}
+    entry = {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost, "cost_at_seeds": cost_seeds}
+    if refined:
+        entry["refined"] = sorted(refined)
+    return entry
 
 
 # --------------------------------------------------------------------------- its Markdown

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.baselines.aibrix import AibrixApa, apa_replicas
-from tests.baselines.fleet import pods, view
+from autoscaler.baselines.aibrix import AibrixApa, apa_replicas, pending_guard
+from tests.baselines.fleet import loading, pods, view
 
 
 @pytest.mark.parametrize(("current", "usage", "target", "expected"), [
@@ -33,3 +33,25 @@ def test_scale_down_waits_out_the_cooldown() -> None:
 
 def test_no_pod_reporting_holds() -> None:
     assert AibrixApa(0.5).decide(view(3, pods(2, waiting=None)), 0.0) == 3
+
+
+@pytest.mark.parametrize(("current", "ready", "recommendation", "usage", "expected"), [
+    (8, 4, 15, 0.9, 8),   # up: ceil(8 x (0.9 x 4 / 8) / 0.5) = ceil(7.2) = 8, within [N 8, 15]
+    (8, 6, 15, 0.9, 11),  # up: ceil(8 x 0.675 / 0.5) = ceil(10.8) = 11
+    (8, 4, 4, 0.1, 5),    # down: ceil(8 x ((0.1 x 4 + 0.5 x 4) / 8) / 0.5) = ceil(4.8) = 5, within [4, 8]
+    (8, 8, 15, 0.9, 15),  # nothing pending: the recommendation
+    (8, 4, 8, 0.9, 8),    # no change recommended: untouched
+    (8, 0, 16, 0.9, 8),   # nothing ready: ceil(0) -> held at N
+])
+def test_pending_replica_guard(current: int, ready: int, recommendation: int, usage: float, expected: int) -> None:
+    assert pending_guard(current, ready, recommendation, usage, 0.5) == expected
+
+
+def test_scale_ups_do_not_compound_while_pods_load() -> None:
+    # t = 0: 4 ready at KV 0.9 -> 8. t = 10: spec 8, 4 still loading, the ready ones still at 0.9:
+    # unguarded r 1.8 would give min(ceil(14.4), 16) = 15; the guard counts the 4 loading pods as
+    # missing: ceil(4 x 0.9 / 0.5) = 8 -> stays at 8. Once all 8 are ready at 0.9: 15.
+    a = AibrixApa(0.5, window_s=1.0)
+    assert a.decide(view(4, pods(4, kv=0.9)), 0.0) == 8
+    assert a.decide(view(8, pods(4, kv=0.9), loading(4)), 10.0) == 8
+    assert a.decide(view(8, pods(8, kv=0.9)), 20.0) == 15

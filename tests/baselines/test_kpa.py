@@ -26,6 +26,14 @@ def test_containerconcurrency_is_the_pod_limit_and_70_percent_the_target() -> No
     assert k.pod_concurrency_limit == 100 and k.target == pytest.approx(70.0)
 
 
+def test_soft_target_has_no_pod_limit_and_the_same_70_percent() -> None:
+    # containerConcurrency 0, autoscaling.knative.dev/target 100: target 70 per pod, nothing held at the
+    # activator; 700 in flight on 4 pods -> 10 (panic), as with the hard limit
+    k = Kpa(100.0, hard_limit=False, scale_down_delay_s=0.0)
+    assert k.pod_concurrency_limit is None and k.target == pytest.approx(70.0) and k.name == "kpa-soft"
+    assert k.decide(view(4, pods(4, out=175)), 0.0) == 10
+
+
 @pytest.mark.parametrize(("per_pod", "ready", "router", "expected"), [
     (175, 4, 0, 10),  # 700 / 70 = 10 >= 2 x 4: panic, 10
     (100, 4, 200, 9),  # 4 pods at the limit + 200 at the activator: 600 / 70 = 8.6 -> 9 >= 8: panic, 9
