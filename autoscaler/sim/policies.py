@@ -46,8 +46,8 @@ class PolicySpec:
 # the pre-registered grids (simulations/preregistered.yaml), cheapest first
 _PER_POD = (256.0, 172.0, 116.0, 78.0, 52.0, 35.0, 24.0, 16.0)  # a load per pod: higher = fewer pods
 
-SCOREBOARD: tuple[str, ...] = ("queue-lead", "hpa", "hpa-waiting", "keda", "kpa", "ray", "aibrix-apa", "wva",
-                               "static")
+SCOREBOARD: tuple[str, ...] = ("queue-lead", "hpa", "hpa-waiting", "keda", "kpa", "kpa-soft", "ray", "aibrix-apa",
+                               "wva", "static")
 
 ALIASES: dict[str, str] = {"static-peak": "static", "hpa-queue": "hpa"}
 
@@ -88,10 +88,12 @@ POLICIES: dict[str, PolicySpec] = _Registry({
                        "KEDA prometheus trigger on sum(waiting + running), AverageValue"),
     "kpa": PolicySpec("containerConcurrency", 116.0, _PER_POD,
                       "Knative KPA, target 70 % of containerConcurrency, activator, scale-down-delay 5 min"),
+    "kpa-soft": PolicySpec("autoscaling.knative.dev/target (soft)", 100.0, _PER_POD,
+                           "Knative KPA, soft target x 70 %, no per-pod limit, scale-down-delay 5 min"),
     "ray": PolicySpec("target_ongoing_requests", 16.0, _PER_POD,
                       "Ray Serve, max_ongoing_requests = 4 x target, delays 30 s / 600 s"),
     "aibrix-apa": PolicySpec("target KV-cache usage", 0.5, (0.90, 0.66, 0.48, 0.35, 0.26, 0.19, 0.14, 0.10),
-                             "AIBrix APA on gpu_cache_usage_perc"),
+                             "AIBrix APA on gpu_cache_usage_perc, pending-replica guard"),
     "wva": PolicySpec("kvCacheThreshold", 0.8, (0.95, 0.81, 0.68, 0.58, 0.49, 0.42, 0.35, 0.30),
                       "llm-d WVA, saturation analyzer V2"),
     "static": PolicySpec("replicas x peak need", 1.0, (0.50, 0.67, 0.91, 1.22, 1.64, 2.21, 2.97, 4.00),
@@ -133,6 +135,7 @@ def _baseline(name: str, k: float, lo: int, hi: int, peak_need: int) -> Policy:
         "hpa-waiting": lambda: HpaWaiting(k, lo, hi),
         "keda": lambda: Keda(k, lo, hi),
         "kpa": lambda: Kpa(k, 0.7, lo, hi),
+        "kpa-soft": lambda: Kpa(k, 0.7, lo, hi, hard_limit=False),
         "ray": lambda: RayServe(k, lo, hi),
         "aibrix-apa": lambda: AibrixApa(k, lo, hi),
         "wva": lambda: Wva(kv_threshold=k, min_replicas=lo, max_replicas=hi),

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from autoscaler.cli import main
-from autoscaler.sim.experiment import REPO, Job, Scenario, load_protocol, sweep_jobs
+from autoscaler.sim.experiment import (REPO, Job, Outcome, Scenario, load_protocol, static_refinement, static_replicas,
+                                       sweep_jobs)
 from autoscaler.sim.traces import open_trace
 
 SCENARIOS = REPO / "simulations" / "scenarios"
@@ -109,11 +110,20 @@ def test_an_exploratory_sweep_is_marked_and_runs_every_point_with_every_seed(
     assert len(doc["protocol"]["sha256"]) == 64
     assert doc["policies"]["static"]["grid"] == [0.5, 1.0, 2.0]
     for entry in doc["policies"].values():
-        assert [p["seeds"] for p in entry["points"]] == [[0, 1]] * len(entry["grid"])
+        assert [p["seeds"] for p in entry["points"]] == [[0, 1]] * (len(entry["grid"]) + len(entry.get("refined", [])))
     # the static fleet at 2 x the peak need costs twice the one at 1 x (6 -> 12 replicas, 240 s)
-    pts = doc["policies"]["static"]["points"]
-    assert pts[2]["gpu_hours_pods"]["mean"] == pytest.approx(2 * pts[1]["gpu_hours_pods"]["mean"])
-    assert pts[1]["scale_actions"] == {"mean": 0.0, "ci95": [0.0, 0.0]}
+    static = doc["policies"]["static"]
+    pts = {p["knob"]: p for p in static["points"]}
+    assert pts[2.0]["gpu_hours_pods"]["mean"] == pytest.approx(2 * pts[1.0]["gpu_hours_pods"]["mean"])
+    assert pts[1.0]["scale_actions"] == {"mean": 0.0, "ci95": [0.0, 0.0]}
+    # the protocol's refinement: every integer fleet between the grid fleets around a target, each
+    # billed in proportion to its size (knob = replicas / peak need 6)
+    refined = static.get("refined", [])
+    assert refined and all(k not in static["grid"] for k in refined)
+    for k in refined:
+        replicas = round(k * 6)
+        assert replicas == pytest.approx(k * 6) and 3 < replicas < 12
+        assert pts[k]["gpu_hours_pods"]["mean"] == pytest.approx(replicas / 6 * pts[1.0]["gpu_hours_pods"]["mean"])
     md = (out / "s.md").read_text()
     assert "NOT PREREGISTERED" in md and "| lower bound |" in md and "| static |" in md
     assert (out / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -257,3 +267,35 @@ def test_a_bad_or_unreachable_executor_is_one_line_and_exit_2(spec: str, says: s
     assert res.exit_code == 2, res.output
     assert says in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def _static(fleet_attainment: dict[float, list[float]]) -> list[Outcome]:
+    return [Outcome("static", k, s, a, 1.0, 1.0, 0, 1, 0.0) for k, att in fleet_attainment.items()
+            for s, a in enumerate(att)]
+
+
+@pytest.mark.parametrize(("attainment", "expected"), [
+    # the docstring's example: need 5, grid fleets 5 (knob 0.91) -> 97 %, 7 (1.22) -> 99.5 %, 9 -> 100 %:
+    # 0.90 and 0.95 are reached at the first fleet; 0.99 lies between 5 and 7 -> fleet 6 = knob 1.2
+    ({0.91: [0.97, 0.97], 1.22: [0.995, 0.995], 1.64: [1.0, 1.0]}, (1.2,)),
+    # 0.90 between 3 (0.5) and 5 (0.91), 0.95 and 0.99 between 5 and 7: fleets 4 and 6
+    ({0.5: [0.8, 0.8], 0.91: [0.93, 0.93], 1.22: [0.995, 0.995]}, (0.8, 1.2)),
+    # the seeds' mean decides: (0.984 + 0.994) / 2 = 0.989 < 0.99 at fleet 7 -> between 7 and 9: fleet 8
+    ({0.91: [0.97, 0.97], 1.22: [0.984, 0.994], 1.64: [1.0, 1.0]}, (1.6,)),
+    ({1.22: [0.5, 0.5], 1.64: [0.6, 0.6]}, ()),  # never reached: nothing to refine
+])
+def test_static_refinement_runs_every_integer_fleet_around_each_target(
+        attainment: dict[float, list[float]], expected: tuple[float, ...]) -> None:
+    grid = (0.50, 0.67, 0.91, 1.22, 1.64, 2.21, 2.97, 4.00)
+    got = static_refinement(_static(attainment), grid, 5, (0.90, 0.95, 0.99))
+    assert got == pytest.approx(expected)
+    assert all(static_replicas(k, 5) == round(k * 5) for k in got)  # each knob gives back its fleet
+
+
+def test_the_protocol_refines_the_static_fleet_and_refuses_an_unknown_rule(tmp_path: Path) -> None:
+    assert load_protocol().refine_static is True
+    text = (REPO / "simulations" / "preregistered.yaml").read_text()
+    bad = tmp_path / "p.yaml"
+    bad.write_text(text.replace("static_refinement: every_integer_fleet", "static_refinement: some"))
+    with pytest.raises(ValueError, match="static_refinement = 'some' .allowed: every_integer_fleet"):
+        load_protocol(bad)
