@@ -43,7 +43,7 @@ EPOCH = dt.datetime(2027, 1, 1, 0, 0, 7, 250000, tzinfo=dt.UTC).timestamp()
 # --- the loop ------------------------------------------------------------------------------------
 
 
-def test_the_loop_stamps_its_tick_with_the_wall_clock_and_goes_stale_by_it(tmp_path: Path) -> None:
+def test_the_loop_stamps_its_tick_with_the_wall_clock_and_goes_stale_by_elapsed_time(tmp_path: Path) -> None:
     config = tmp_path / "autoscaler.yaml"
     config.write_text("controller: {tick_seconds: 10}\ntargets: []\n")  # idle: no call to the cluster
     kube = FakeKube()
@@ -53,11 +53,26 @@ def test_the_loop_stamps_its_tick_with_the_wall_clock_and_goes_stale_by_it(tmp_p
         assert loop.tick() == []
         assert loop.last_tick_started == EPOCH
         assert loop.metrics.last_tick._value.get() == EPOCH
-        frozen.tick(3 * 10 + 30)  # three ticks + 30 s: still alive
+        frozen.tick(3 * 10 + 30)  # three ticks + 30 s (freezegun moves the monotonic clock too): still alive
         assert loop.healthy()
         frozen.tick(0.5)
         assert not loop.healthy()
     kube.verify()
+
+
+def test_a_step_of_the_wall_clock_neither_fails_liveness_nor_keeps_a_stuck_loop_alive(tmp_path: Path) -> None:
+    config = tmp_path / "autoscaler.yaml"
+    config.write_text("controller: {tick_seconds: 10}\ntargets: []\n")
+    wall, mono = [1_000_000.0], [50.0]
+    loop = Controller(watcher=ConfigWatcher(config), kube=FakeKube(), clock=lambda: wall[0],
+                      monotonic=lambda: mono[0], prometheus_factory=lambda settings: pytest.fail("no target"))
+    assert loop.tick() == []
+    wall[0] += 3600.0  # NTP steps the wall clock an hour ahead; 5 s have passed
+    mono[0] += 5.0
+    assert loop.healthy()  # the wall clock read it as 3,605 s without a tick: a needless restart
+    wall[0] -= 7200.0  # and back two hours; 61 s have passed without a tick (limit 3 x 10 + 30)
+    mono[0] += 56.0
+    assert not loop.healthy()  # the wall clock read it as an hour in the future: alive forever
 
 
 # --- leader election --------------------------------------------------------------------------------

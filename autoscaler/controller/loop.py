@@ -134,16 +134,21 @@ class Controller:
         clock: Callable[[], float] = lambda: time.time(),  # looked up per call (a frozen clock in tests)
         controller_namespace: str | None = None,
         fence: Fence | None = None,
+        monotonic: Callable[[], float] = lambda: time.monotonic(),
     ) -> None:
         """`fence` is leader election (`LeaderElector`): a replica plans writes only while it
         has time left, and the adapter asks it again before every try of every write (patch,
-        Event, state). None means this is the only replica."""
+        Event, state). None means this is the only replica. `clock` (wall time) is what a tick
+        decides and stamps with; `monotonic` times liveness only, so that a step of the wall
+        clock (an NTP correction) neither fails /healthz nor keeps a stuck loop alive."""
         self.watcher = watcher
         self._read_at_start = _start_only(watcher.current)
         self.kube = kube
         self.metrics = metrics or ControllerMetrics()
         self.dry_run = dry_run
         self._clock = clock
+        self._monotonic = monotonic
+        self._tick_started_mono: float | None = None
         self._prometheus_factory = prometheus_factory
         self._prometheus: PrometheusSource | None = None
         self._prometheus_settings: PrometheusSettings | None = None
@@ -175,9 +180,9 @@ class Controller:
 
     def healthy(self) -> bool:
         """The loop is alive: a tick started within three tick periods (or none is due yet)."""
-        if self.last_tick_started is None:
+        if self._tick_started_mono is None:
             return True
-        return self._clock() - self.last_tick_started <= 3 * self.watcher.current.controller.tick_seconds + 30
+        return self._monotonic() - self._tick_started_mono <= 3 * self.watcher.current.controller.tick_seconds + 30
 
     def ready(self) -> bool:
         return self.ticks_ok > 0
@@ -194,6 +199,7 @@ class Controller:
     def tick(self) -> list[TargetOutcome]:
         now = self._clock()  # the one clock read of this tick
         self.last_tick_started = now
+        self._tick_started_mono = self._monotonic()
         self.metrics.last_tick.set(now)
         started = time.perf_counter()
         try:
