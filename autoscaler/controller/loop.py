@@ -495,6 +495,9 @@ class Controller:
         name = self.watcher.current.controller.state_configmap
         if self._stored is not None and self._stored_name == name:
             return
+        # what is held was read from another ConfigMap (a reload renamed it): it counts for the new
+        # one only once the new one is read, and is never written back on the old one's version
+        self._stored = None
         try:
             stored = self.kube.read_state(self.controller_namespace, name)
         except KubeError as exc:

@@ -581,6 +581,41 @@ def test_a_renamed_state_configmap_is_read_before_it_is_written(
     kube.verify()
 
 
+def test_a_renamed_state_configmap_that_cannot_be_read_is_never_written_on_the_old_ones_version(
+    tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """As above, but the new ConfigMap cannot be read (RBAC names the old one only: a 403). The
+    replica must not write `state-b` on `state-a`'s resourceVersion 100, nor count `state-a`'s
+    events as the new one's: it holds its scale-down, as any replica that cannot read its state."""
+    path = tmp_path / "autoscaler.yaml"
+
+    def write(name: str) -> None:
+        path.write_text(yaml.safe_dump({"controller": {"state_configmap": name}, "targets": [{
+            "namespace": NS, "deployment": NAME, "max_replicas": 8,
+            "scale_down_window_seconds": 0, "scale_down_window_lead_times": 0}]}))
+
+    write("state-a")
+    clock = Clock()
+    c = controller(path, kube, prometheus, clock=clock)
+    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
+    kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
+    assert one(c.tick()).action == "patched"
+
+    write("state-b")
+    clock.now += 300
+    kube.script("snapshot", cluster(3, rv="42"))
+    prometheus.script("fetch", fresh(3, IDLE, clock))
+    kube.script("read_state", KubeForbidden('403: configmaps "state-b" is forbidden', verb="get",
+                                            resource="configmaps"))
+    kube.script("emit_event", {})  # FailedRescale: "the state ConfigMap ... state-b could not be read"
+    outcome = one(c.tick())
+    assert outcome.action == "error" and outcome.decision.desired_replicas == 2
+    assert "state-b could not be read" in kube.called("emit_event")[-1].args["message"]
+    assert [w.args.get("configmap_name") for w in kube.called("write_state")] == ["state-a"]  # no write to state-b
+    assert [w.method for w in kube.writes].count("set_replicas") == 1  # the scale-down was not sent
+    kube.verify()
+
+
 def test_a_deployment_above_its_maximum_goes_to_it_even_without_metrics(
     tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
 ) -> None:
