@@ -18,12 +18,18 @@ As run here (the knob is the KV-cache usage target):
 * every 10 s, with r = metric / target and N the current (spec) replicas: r > 1 + 0.1 ->
   min(ceil(N x r), ceil(2 x N)); r < 1 - 0.1 -> max(ceil(N x r), floor(N / 2)); else N;
 * the scale-down cooldown: a recommendation below N waits out 300 s - the highest recommendation
-  of the last 300 s wins, as in the HPA (an earlier controller, e.g. commit 015a2e5, took the
-  lowest, which made the cooldown a no-op); scale-up has no cooldown; then [min, max].
+  of the last 300 s wins, as in the HPA (the controller of commit 015a2e5 took the lowest,
+  which made the cooldown a no-op; that commit has the guard below too, and the later
+  controller has both: its `TestPredictiveCompositionPassesThroughThePendingGuard`); scale-up
+  has no cooldown; then [min, max];
+* the metric window: 30 s, the APA sample's `apa.autoscaling.aibrix.ai/window: 30s`; the
+  controller of 015a2e5 takes it from `spec.observeWindowSeconds` (default 180 s), which an SRE
+  following the sample sets to 30.
 
-* the pending-replica guard (pkg/controller/podautoscaler/autoscaler.go at commit 015a2e5,
-  `applyPendingReplicaGuard`, applied to APA and KPA recommendations on pod metrics before the
-  cooldown): with P = N - ready replicas still starting, a scale-up counts them as missing
+* the pending-replica guard (pkg/controller/podautoscaler/autoscaler.go, `applyPendingReplicaGuard`,
+  stored at commit 015a2e5; applied to APA and KPA recommendations on pod metrics inside
+  `ComputeDesiredReplicas`, before the cooldown): with P = N - ready replicas still starting
+  (ready = the pods whose metrics the mean holds), a scale-up counts them as missing
   metrics, ceil(N x (usage x ready / N) / target), kept within [N, the recommendation]; a
   scale-down counts them at the target, ceil(N x (usage x ready + target x P) / N / target),
   kept within [the recommendation, N]. Without it a scale-up compounds while pods load: the
@@ -98,7 +104,9 @@ class AibrixApa:
         if usage is None:
             return current
         recommendation = apa_replicas(current, usage, self.target, self.tol, self.tol)
-        recommendation = pending_guard(current, len(view.ready), recommendation, usage, self.target)
+        # ready = the pods behind the mean: AIBrix reads each pod's /metrics itself, so a pod counts
+        # once it answers; a pod ready here but not yet scraped is still "pending" to the guard
+        recommendation = pending_guard(current, len(kv), recommendation, usage, self.target)
         self.recommendations.add(now, float(recommendation))
         if recommendation < current:  # cooldown: the highest recommendation of the window
             recommendation = int(self.recommendations.maximum(now, self.cooldown) or recommendation)

@@ -55,3 +55,11 @@ def test_scale_ups_do_not_compound_while_pods_load() -> None:
     assert a.decide(view(4, pods(4, kv=0.9)), 0.0) == 8
     assert a.decide(view(8, pods(4, kv=0.9), loading(4)), 10.0) == 8
     assert a.decide(view(8, pods(8, kv=0.9)), 20.0) == 15
+
+
+def test_a_ready_pod_not_yet_scraped_is_still_pending_to_the_guard() -> None:
+    # 8 spec replicas: 4 busy pods at KV 0.9, 4 just ready but not scraped yet (no gauge). The mean
+    # holds the 4 busy ones only, so the guard counts the other 4 as pending: ceil(4 x 0.9 / 0.5)
+    # = 8 -> stays at 8 (counting them as ready applied 0.9 to all 8: min(ceil(14.4), 16) = 15)
+    a = AibrixApa(0.5, window_s=1.0)
+    assert a.decide(view(8, pods(4, kv=0.9) + pods(4, waiting=None)), 0.0) == 8
