@@ -279,7 +279,9 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
         try:
             refine = protocol.targets if protocol.refine_static else ()
             out = run_sweep(sc, grids, seeds, executor, jobs or os.cpu_count() or 1, lambda: bar.advance(task),
-                            refine_targets=refine, peak_need=prep.peak_need)
+                            refine_targets=refine, peak_need=prep.peak_need,
+                            on_more=lambda n: bar.update(task, total=total + n,
+                                                         description=f"sweep ({total + n} runs, {len(seeds)} seeds)"))
         except (ValueError, ExecutorError) as exc:  # no scheduler answering, a slice a seed cannot prepare
             fail(str(exc))
     meta = {"trace": prep.trace.describe(), "profile": prep.profile.name, "dt_s": sc.dt,

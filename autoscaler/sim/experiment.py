@@ -611,11 +611,12 @@ class SweepOutput:
 
 def run_sweep(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence[int], executor: str = "local",
               jobs: int = 1, on_done: Callable[[], None] | None = None,
-              refine_targets: Sequence[float] = (), peak_need: int = 0) -> SweepOutput:
+              refine_targets: Sequence[float] = (), peak_need: int = 0,
+              on_more: Callable[[int], None] | None = None) -> SweepOutput:
     """Every job of `sweep_jobs` and every seed's bound, through `make_executor(executor, jobs)`;
     then, given the attainment targets to refine at (`refine_targets`) and the peak need of the
     scenario's seed (`peak_need`), and with the static fleet swept, its `static_refinement` runs
-    with every seed."""
+    with every seed (`on_more` is told how many runs that adds, before they start)."""
     job_list = sweep_jobs(sc, grids, seeds)
     with make_executor(executor, jobs) as ex:
         # each seed's bound just before its runs: a worker mostly keeps the slice it prepared
@@ -630,6 +631,8 @@ def run_sweep(sc: Scenario, grids: dict[str, tuple[float, ...]], seeds: Sequence
             extra = static_refinement(outcomes, grids["static"], peak_need, refine_targets)
             if extra:
                 refined["static"] = extra
+                if on_more is not None:
+                    on_more(len(extra) * len(seeds))
                 outcomes += _collect([ex.submit(run_job, Job(sc, "static", k, s)) for s in seeds for k in extra],
                                      on_done)
         bounds = [f.result() for f in bound_futs]

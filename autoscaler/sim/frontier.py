@@ -10,14 +10,19 @@ Definitions (docs/benchmark.md):
 * **Cost at a target t.** On the envelope, the cost where attainment reaches t, linearly
   interpolated between the two kept points around it; the cheapest kept point's cost when it
   already reaches t (no extrapolation below the grid); None when no point reaches t.
-* **Published value.** Per seed s, `cost_at` on the envelope of that seed's own points, c_s;
-  the published value is their mean, with n seeds and h = t(0.975, n - 1) x sd(c_1..c_n) /
-  sqrt(n) (sample sd, Student t) its interval [mean - h, mean + h] (low end clipped at 0; None
-  for n < 2). A target is reached only when every seed's envelope reaches it: otherwise the
-  value is None, and the per-seed costs say how many seeds did. (Until 2026-12-05 the value was
-  the cost on the envelope of the mean points with this interval centred on it: two different
-  statistics, and where attainment is noisy across seeds near the target the value sat above
-  every c_s, so its interval could exclude all of them.)
+* **Operating point.** Where the envelope of the MEAN points (mean over seeds of cost and of
+  attainment, per grid point) reaches t: one setting anyone could deploy, the mixture (1 - w) x
+  point i + w x point j of the two envelope points around t (w = (t - a_i) / (a_j - a_i) on the
+  means), or the cheapest envelope point when it already reaches t. None when the mean envelope
+  misses t.
+* **Published value and interval.** Each seed's cost at that same operating point, c_s = (1 - w)
+  x cost_s(i) + w x cost_s(j); the value is their mean (= the mean envelope's cost at t) and, with
+  n seeds and h = t(0.975, n - 1) x sd(c_1..c_n) / sqrt(n), the interval is [mean - h, mean + h]
+  (low end clipped at 0; None for n < 2). One estimator, its value and its spread over seeds.
+  Before 2026-12-05 the interval came from each seed's own envelope, another statistic, and could
+  exclude every seed; the next version took the mean of those per-seed envelope costs, which lets
+  each seed pick its own knob: optimistic (a review built three knobs none of which reaches 99 %
+  on average, yet every seed's own envelope did, at three different knobs).
 * **Points.** Mean and Student-t interval over seeds, clipped to the quantity's range
   (attainment within [0, 1], GPU-hours and scale actions >= 0).
 """
@@ -59,37 +64,61 @@ def mean_ci(values: Sequence[float], lo: float = -math.inf,
     return {"mean": m, "ci95": None if h is None else [max(m - h, lo), min(m + h, hi)]}
 
 
+def envelope_indices(points: Sequence[tuple[float, float]]) -> list[int]:
+    """The indices of the points on the monotone lower envelope of (cost, attainment) points,
+    cheapest first; a point with a non-finite cost or attainment is left out."""
+    finite = [i for i, (c, a) in enumerate(points) if math.isfinite(c) and math.isfinite(a)]
+    out: list[int] = []
+    for i in sorted(finite, key=lambda k: (points[k][0], -points[k][1])):
+        if not out or points[i][1] > points[out[-1]][1]:
+            out.append(i)
+    return out
+
+
 def envelope(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """The monotone lower envelope of (cost, attainment) points, cheapest first."""
-    out: list[tuple[float, float]] = []
-    for cost, att in sorted(points, key=lambda p: (p[0], -p[1])):
-        if not out or att > out[-1][1]:
-            out.append((cost, att))
-    return out
+    return [points[i] for i in envelope_indices(points)]
+
+
+def operating_point(points: Sequence[tuple[float, float]], target: float) -> tuple[int, int, float] | None:
+    """(i, j, w): where the envelope of `points` reaches `target`, the mixture (1 - w) x points[i]
+    + w x points[j] (i = j, w = 0 at the cheapest envelope point when it already reaches it); None
+    when no point reaches it. Worked example: (1, 0.80), (2, 0.95), (3, 0.99) at 0.97 -> (1, 2,
+    0.5): cost 2.5."""
+    env = envelope_indices(points)
+    for n, j in enumerate(env):
+        if points[j][1] >= target:
+            if n == 0:
+                return j, j, 0.0
+            i = env[n - 1]
+            a0, a1 = points[i][1], points[j][1]
+            return i, j, (target - a0) / (a1 - a0)
+    return None
 
 
 def cost_at(points: Sequence[tuple[float, float]], target: float) -> float | None:
     """Cost where the envelope of `points` reaches attainment `target` (module docstring)."""
-    env = envelope(points)
-    for i, (cost, att) in enumerate(env):
-        if att >= target:
-            if i == 0:
-                return cost
-            c0, a0 = env[i - 1]
-            return c0 + (target - a0) / (att - a0) * (cost - c0)
-    return None
+    op = operating_point(points, target)
+    if op is None:
+        return None
+    i, j, w = op
+    return points[i][0] + w * (points[j][0] - points[i][0])
 
 
-def cost_at_with_ci(seed_points: Sequence[Sequence[tuple[float, float]]],
-                    target: float) -> tuple[dict[str, float | list[float] | None] | None, list[float | None]]:
-    """({mean, ci95} of the per-seed costs at `target`, or None unless every seed reaches it; the
-    per-seed costs c_s, None where a seed's envelope misses it) (module docstring).
+def cost_at_with_ci(mean_points: Sequence[tuple[float, float]], seed_costs: Sequence[Sequence[float]],
+                    target: float) -> tuple[dict[str, float | list[float] | None] | None, list[float]]:
+    """({mean, ci95} of the seeds' costs at the mean envelope's operating point for `target`, or
+    None when the mean envelope misses it; those per-seed costs) (module docstring).
+    `seed_costs[k]` are grid point k's per-seed costs, in one seed order for every point.
 
-    Worked example: seeds' costs at 0.99 of 2.8 and 3.2 -> mean 3.0, h = 12.706 x 0.2828 /
-    sqrt(2) = 2.54, [0.46, 5.54]; a seed that reaches 0.985 only -> (None, [2.8, None])."""
-    per_seed = [cost_at(pts, target) for pts in seed_points]
-    reached = [c for c in per_seed if c is not None]
-    if not per_seed or len(reached) < len(per_seed):
-        return None, per_seed
-    cell = mean_ci(reached, 0.0)
-    return cell, per_seed
+    Worked example: mean points (1, 0.90), (3, 0.99); per seed costs (0.8, 1.2) and (2.8, 3.2) ->
+    at 0.99 the operating point is point 1 -> c = 2.8, 3.2: mean 3.0, h = 12.706 x 0.2828 /
+    sqrt(2) = 2.54; at 0.945: w = 0.5 -> c = 1.8, 2.2, mean 2.0 (the mean envelope's cost)."""
+    op = operating_point(mean_points, target)
+    if op is None:
+        return None, []
+    i, j, w = op
+    per_seed = [a + w * (b - a) for a, b in zip(seed_costs[i], seed_costs[j])]
+    if not per_seed or len(seed_costs[i]) != len(seed_costs[j]):  # not the same seeds: no interval
+        return {"mean": mean_points[i][0] + w * (mean_points[j][0] - mean_points[i][0]), "ci95": None}, []
+    return mean_ci(per_seed, 0.0), per_seed

@@ -112,7 +112,8 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
     seed's cost (`cost_at_seeds`, null where that seed's envelope misses the target)."""
     mine = [o for o in outcomes if o.policy == name]
     points: list[dict[str, Any]] = []
-    seed_pts: dict[int, list[tuple[float, float]]] = {s: [] for s in seeds}
+    mean_pts: list[tuple[float, float]] = []
+    seed_costs: list[list[float]] = []
     for k in sorted({*grid, *refined}) if refined else grid:
         runs = sorted((o for o in mine if o.knob == k), key=lambda o: o.seed)
         point: dict[str, Any] = {"knob": k, "seeds": [o.seed for o in runs]}
@@ -120,12 +121,12 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
             point[metric] = mean_ci([float(getattr(o, metric)) for o in runs], lo, hi)
         point["per_seed"] = {metric: [float(getattr(o, metric)) for o in runs] for metric in METRICS}
         points.append(point)
-        for o in runs:
-            seed_pts[o.seed].append((o.gpu_hours_nodes, o.slo_attainment))
+        mean_pts.append((point["gpu_hours_nodes"]["mean"], point["slo_attainment"]["mean"]))
+        seed_costs.append(point["per_seed"]["gpu_hours_nodes"])
     cost: dict[str, Any] = {}
-    cost_seeds: dict[str, list[float | None]] = {}
+    cost_seeds: dict[str, list[float]] = {}
     for t in targets:
-        cost[f"{t:g}"], cost_seeds[f"{t:g}"] = cost_at_with_ci(list(seed_pts.values()), t)
+        cost[f"{t:g}"], cost_seeds[f"{t:g}"] = cost_at_with_ci(mean_pts, seed_costs, t)
     entry = {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost, "cost_at_seeds": cost_seeds}
     if refined:
         entry["refined"] = sorted(refined)
@@ -135,21 +136,18 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
 # --------------------------------------------------------------------------- its Markdown
 
 
-def _interval(v: dict[str, Any] | None, digits: int = 3, seeds: list[float | None] | None = None) -> str:
-    """`mean [low, high]`; "not reached", with how many seeds did when some did (`seeds`: the
-    per-seed costs, null where a seed's envelope misses the target)."""
+def _interval(v: dict[str, Any] | None, digits: int = 3) -> str:
+    """`mean [low, high]` (`[-]` without an interval), or "not reached"."""
     if v is None:
-        reached = sum(c is not None for c in seeds or [])
-        return f"not reached ({reached} of {len(seeds)} seeds)" if seeds and reached else "not reached"
+        return "not reached"
     ci = v.get("ci95")
     text = f"{v['mean']:.{digits}g}"
     return text + (f" [{ci[0]:.{digits}g}, {ci[1]:.{digits}g}]" if ci else " [-]")
 
 
 def cost_cell(entry: dict[str, Any], target: str) -> str:
-    """A policy entry's cost at `target` ("0.99") as a table cell: `mean [low, high]`, or "not
-    reached", with how many seeds reached it when some did."""
-    return _interval(entry["cost_at"].get(target), seeds=entry.get("cost_at_seeds", {}).get(target))
+    """A policy entry's cost at `target` ("0.99") as a table cell."""
+    return _interval(entry["cost_at"].get(target))
 
 
 def nearest_point(entry: dict[str, Any], target: float) -> dict[str, Any]:
@@ -165,6 +163,8 @@ def sweep_markdown(doc: dict[str, Any]) -> str:
     lines = [f"## {doc['scenario']}", "",
              f"Protocol `{doc['protocol']['path']}` (sha256 {doc['protocol']['sha256'][:12]}), seeds "
              f"{doc['protocol']['seeds']}, {doc['protocol']['grid_points']} grid points per policy"
+             + (" (the static fleet also every integer fleet around each target)"
+                if doc["policies"].get("static", {}).get("refined") else "")
              + ("" if doc.get("preregistered") else " - NOT PREREGISTERED (exploratory grid or settings)") + ".",
              f"SLO: {_slo_text(doc['slo'])}. Means over seeds, 95 % Student-t intervals in brackets "
              "(docs/benchmark.md).", "",

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from autoscaler.cli import main
+from autoscaler.sim.frontier import cost_at
 from autoscaler.sim.experiment import (REPO, Job, Outcome, Scenario, load_protocol, static_refinement, static_replicas,
                                        sweep_jobs)
 from autoscaler.sim.traces import open_trace
@@ -138,11 +139,12 @@ def test_the_document_keeps_every_seed_and_costs_are_the_mean_of_the_seeds(swept
                 assert len(values) == len(p["seeds"]) and p[metric]["mean"] == pytest.approx(sum(values) / len(values))
         for t, cell in entry["cost_at"].items():
             per_seed = entry["cost_at_seeds"][t]
-            assert len(per_seed) == 2
             if cell is None:
-                assert None in per_seed
-            else:
-                assert cell["mean"] == pytest.approx(sum(per_seed) / 2)
+                assert per_seed == []
+            else:  # the seeds' costs at one operating point; their mean is the mean envelope's cost
+                assert len(per_seed) == 2 and cell["mean"] == pytest.approx(sum(per_seed) / 2)
+                mean_pts = [(p["gpu_hours_nodes"]["mean"], p["slo_attainment"]["mean"]) for p in entry["points"]]
+                assert cell["mean"] == pytest.approx(cost_at(mean_pts, float(t)))
 
 
 def test_the_bound_is_below_every_policy_in_the_document(swept: tuple[dict[str, Any], Path]) -> None:
@@ -299,3 +301,18 @@ def test_the_protocol_refines_the_static_fleet_and_refuses_an_unknown_rule(tmp_p
     bad.write_text(text.replace("static_refinement: every_integer_fleet", "static_refinement: some"))
     with pytest.raises(ValueError, match="static_refinement = 'some' .allowed: every_integer_fleet"):
         load_protocol(bad)
+
+
+def test_the_sweep_counts_its_refined_runs_before_they_start() -> None:
+    from dataclasses import replace as _replace
+
+    from autoscaler.sim.experiment import run_sweep
+
+    sc = _replace(Scenario.load(DEMO), duration=240.0)
+    done: list[int] = []
+    more: list[tuple[int, int]] = []  # (runs announced, runs done when announced)
+    out = run_sweep(sc, {"static": (0.5, 1.0, 2.0)}, [0], "local", 1, lambda: done.append(1),
+                    refine_targets=(0.9, 0.95, 0.99), peak_need=6, on_more=lambda n: more.append((n, len(done))))
+    extra = out.refined.get("static", ())
+    assert extra and more == [(len(extra), 3)]  # announced once the 3 grid runs ended
+    assert len(done) == 3 + len(extra) == len(out.outcomes)
