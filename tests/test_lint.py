@@ -176,10 +176,13 @@ def test_startup_budget_follows_the_option() -> None:
 
 def test_multi_gpu_limit_needs_shm_and_host_ipc_is_enough() -> None:
     two = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"')
+    (idle,) = findings_of(two)  # two GPUs for a server that uses one
+    assert idle.rule == "VQA018" and "GPU limit 2 for 1 GPU(s) of parallelism: 1 reserved GPU(s) stay idle" in idle.message
+    two = two.replace("- --max-model-len=32768", "- --max-model-len=32768\n            - --tensor-parallel-size=2")
     assert findings_of(two) == []  # the clean manifest has a memory /dev/shm
     no_shm = two.replace("          emptyDir: {medium: Memory, sizeLimit: 2Gi}", "          emptyDir: {}")
     (finding,) = findings_of(no_shm)
-    assert finding.rule == "VQA006" and "2 GPUs with a /dev/shm that is not memory-backed" in finding.message
+    assert finding.rule == "VQA006" and "--tensor-parallel-size 2 with a /dev/shm that is not memory-backed" in finding.message
     host_ipc = no_shm.replace("    spec:\n      containers:", "    spec:\n      hostIPC: true\n      containers:")
     assert findings_of(host_ipc) == []
 
@@ -203,6 +206,23 @@ def test_taint_rule_is_a_warning_without_nodes_and_tolerations_fix_it() -> None:
                                                               "      tolerations: [{key: nvidia.com/gpu, operator: "
                                                               "Exists}]\n      containers:")
     assert findings_of(elsewhere) == []
+
+
+@pytest.mark.parametrize(("limit", "flags", "rules"), [
+    ("nvidia.com/gpu: 4", ["--tensor-parallel-size=2", "--pipeline-parallel-size=2"], []),  # 2 x 2 = 4
+    ("nvidia.com/gpu: 4", ["-tp=2", "-dp=2"], []),  # tensor x data parallel
+    ("nvidia.com/gpu: 2", ["--tensor-parallel-size=4"], ["VQA018"]),  # too few: cannot start
+    ("nvidia.com/gpu: 2", ["--tensor-parallel-size=$(TP)"], []),  # from a variable: not read here
+    ("nvidia.com/mig-3g.40gb: 1", [], []),  # a MIG slice: no whole-GPU count to compare
+    ("google.com/tpu: 4", [], []),  # another accelerator: a limit (no VQA001), no GPU count rule
+    ("aws.amazon.com/neuron: 1", [], []),
+    ("habana.ai/gaudi: 1", [], []),
+])
+def test_gpu_limit_against_parallelism_and_other_accelerators(limit: str, flags: list[str], rules: list[str]) -> None:
+    text = GOOD.replace('nvidia.com/gpu: "1"', limit)
+    text = text.replace("- --max-model-len=32768", "\n            ".join(["- --max-model-len=32768"] + [f"- {f}" for f in flags]))
+    text = text.replace("          emptyDir: {medium: Memory, sizeLimit: 2Gi}", "          emptyDir: {medium: Memory, sizeLimit: 8Gi}")
+    assert sorted(f.rule for f in findings_of(text)) == rules
 
 
 def test_time_sliced_gpu_is_shared() -> None:
@@ -247,7 +267,8 @@ def _vllm_image(image: str) -> bool:
     return repository.endswith("vllm/vllm-openai")
 
 
-TWO_GPUS = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"')
+TWO_GPUS = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"').replace(
+    "- --max-model-len=32768", "- --max-model-len=32768\n            - --tensor-parallel-size=2")
 
 
 @pytest.mark.parametrize(("text", "old", "new", "rules"), [

@@ -489,13 +489,18 @@ def _token_in(text: str) -> str | None:
 
 
 @rule("VQA010", "hf-token-literal", Severity.ERROR,
-      "Hugging Face token written into the manifest",
+      "Hugging Face token written into the manifest (or read from a ConfigMap)",
       "store the token in a Secret and use env[].valueFrom.secretKeyRef; revoke the token that was committed",
       pitfall=5)
 def _hf_token_literal(ctx: LintContext) -> Iterator[Hit]:
     for wl in ctx.vllm_workloads:
         for c in wl.all_containers():
             for name, entry in c.env.items():
+                source = _ymap(entry.get("valueFrom"))
+                if name in HF_TOKEN_VARIABLES and "configMapKeyRef" in source:
+                    yield Hit(wl.doc, entry.line, f"env {name} is read from a ConfigMap: a ConfigMap is not a "
+                                                  "secret (anyone who can read ConfigMaps, or list them, has the "
+                                                  "token)", c.name)
                 value = c.env_literal(name)
                 if not value:
                     continue
@@ -603,8 +608,10 @@ def _max_surge_with_gpu(ctx: LintContext) -> Iterator[Hit]:
 
 @rule("VQA015", "replicas-in-managed-manifest", Severity.WARNING,
       "spec.replicas set in the manifest of an autoscaled Deployment",
-      "remove spec.replicas from the manifest: the autoscaler owns it, and every kubectl apply would reset it",
-      pitfall=6)
+      "remove spec.replicas from the manifest: the autoscaler owns it, and every kubectl apply would reset it. "
+      "If the manifest was applied with client-side kubectl apply, first drop it from the last-applied "
+      "annotation (kubectl apply edit-last-applied, or apply server-side): otherwise the next apply "
+      "deletes the field and the Deployment goes to 1 replica", pitfall=6)
 def _replicas_in_managed(ctx: LintContext) -> Iterator[Hit]:
     for wl in ctx.vllm_workloads:
         if "replicas" not in wl.spec or _live_object(wl.doc):
@@ -644,6 +651,38 @@ def _repeated_key(ctx: LintContext) -> Iterator[Hit]:
                 where = f"{path}.{key}" if path else str(key)
                 yield Hit(doc, line, f"{where} is written twice (lines {first} and {line}): kubectl keeps the last "
                                      "and drops the first without a word (kubernetes/kubernetes#99286)")
+
+
+@rule("VQA018", "gpu-limit-parallel-mismatch", Severity.ERROR,
+      "GPU limit differs from the GPUs the vLLM flags use (tensor x pipeline x data parallel size)",
+      "set the GPU limit to tensor x pipeline x data parallel size (e.g. --tensor-parallel-size 2 -> 2 GPUs), and "
+      "gpus_per_replica in the controller's config to the same number", pitfall=1)
+def _gpu_parallel_mismatch(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        whole = c.gpu_resources()
+        if not whole or c.dra_claims or not all(str(n).endswith("/gpu") for n in whole):
+            continue  # no limit (VQA001), DRA, or shared / MIG / other accelerators: no GPU count to compare
+        sizes = [c.flags.get(f) for f in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")]
+        if any(v is not None and _positive_int(v) is None for v in sizes):
+            continue  # set from a variable or otherwise unreadable here
+        need = 1
+        for v in sizes:
+            need *= _positive_int(v) or 1
+        if c.gpus < need:
+            yield Hit(wl.doc, line_of(c.spec, "resources", "limits"),
+                      f"GPU limit {c.gpus} for {need} GPUs of parallelism: vLLM cannot start its workers", c.name)
+        elif c.gpus > need:
+            yield Hit(wl.doc, line_of(c.spec, "resources", "limits"),
+                      f"GPU limit {c.gpus} for {need} GPU(s) of parallelism: {c.gpus - need} reserved GPU(s) stay idle "
+                      "(and the controller counts each replica's GPUs by gpus_per_replica, not by this limit)", c.name)
+
+
+def _positive_int(value: str | None) -> int | None:
+    try:
+        n = int(str(value))
+    except ValueError:
+        return None
+    return n if n >= 1 else None
 
 
 def _mappings(node: Any, path: str) -> Iterator[tuple[str, YMap]]:

@@ -62,14 +62,21 @@ _SWITCHES = frozenset({
 })
 
 
+ACCELERATOR_RESOURCES = ("google.com/tpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore",
+                         "aws.amazon.com/neurondevice", "habana.ai/gaudi")
+"""Device-plugin resources of the other accelerators vLLM runs on (TPU, Trainium/Inferentia, Gaudi)."""
+
+
 def is_gpu_resource(name: str) -> bool:
-    """Whether a resource name counts GPUs: `nvidia.com/gpu`, `amd.com/gpu`, `nvidia.com/gpu.shared`
-    (time-sliced), MIG slices `nvidia.com/mig-*`, Intel `gpu.intel.com/*`."""
+    """Whether a resource name counts GPUs or another accelerator: `nvidia.com/gpu`, `amd.com/gpu`,
+    `nvidia.com/gpu.shared` (time-sliced), MIG slices `nvidia.com/mig-*`, Intel `gpu.intel.com/*`,
+    and `ACCELERATOR_RESOURCES` (`google.com/tpu`, AWS Neuron, Habana Gaudi)."""
     return (
         name.endswith("/gpu")
         or name.endswith("/gpu.shared")
         or name.startswith("nvidia.com/mig-")
         or name.startswith("gpu.intel.com/")
+        or name in ACCELERATOR_RESOURCES
     )
 
 
