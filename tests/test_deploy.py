@@ -105,7 +105,7 @@ def test_trees_build_with_the_expected_objects(built: dict[str, list[dict[str, A
     kinds = {tree: sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs) for tree, docs in built.items()}
     base = ["Namespace/vllm-queue-autoscaler", "ServiceAccount/vllm-queue-autoscaler",
             "ClusterRole/vllm-queue-autoscaler", "ClusterRoleBinding/vllm-queue-autoscaler",
-            "Role/vllm-queue-autoscaler", "RoleBinding/vllm-queue-autoscaler", "ConfigMap/vllm-queue-autoscaler",
+            "ClusterRole/vllm-queue-autoscaler-pod-deletion-cost", "Role/vllm-queue-autoscaler", "RoleBinding/vllm-queue-autoscaler", "ConfigMap/vllm-queue-autoscaler",
             "Deployment/vllm-queue-autoscaler", "Service/vllm-queue-autoscaler",
             "PodDisruptionBudget/vllm-queue-autoscaler"]
     # the base needs no CRD; the release adds the Prometheus Operator's objects to it, unchanged
@@ -114,7 +114,8 @@ def test_trees_build_with_the_expected_objects(built: dict[str, list[dict[str, A
                                                      "PrometheusRule/vllm-queue-autoscaler"])
     assert all(d in built["deploy/release"] for d in built["deploy/controller"])
     vllm = sorted(["Namespace/llm", "PersistentVolumeClaim/vllm-model-cache", "Deployment/qwen3-8b",
-                   "Service/qwen3-8b", "PodMonitor/qwen3-8b"])
+                   "Service/qwen3-8b", "PodMonitor/qwen3-8b",
+                   "RoleBinding/vllm-queue-autoscaler-pod-deletion-cost"])
     for tree in VLLM_TREES:
         assert kinds[tree] == vllm, tree
     for tree in TREES:
@@ -300,6 +301,10 @@ NAMESPACE_LOCAL = {("", "configmaps"), ("coordination.k8s.io", "leases")}
 # Granted beyond the adapter's calls, on purpose: the deployment-kit issue asks for create *and*
 # patch on Events (an event series updates its count); the adapter creates only, so far.
 EXTRA_GRANTS = {("", "events", "patch")}
+# Granted in the targets' namespaces only, by a ClusterRole no ClusterRoleBinding binds: each target
+# namespace's kit binds it with a RoleBinding (`patch` on pods could change any pod's image).
+TARGET_NAMESPACE_ONLY = {("", "pods", "patch")}
+POD_DELETION_COST_ROLE = "vllm-queue-autoscaler-pod-deletion-cost"
 
 
 def _grants(role: dict[str, Any]) -> dict[tuple[str, str, str], list[str]]:
@@ -326,8 +331,10 @@ def test_rbac_grants_exactly_the_adapters_calls(built: dict[str, list[dict[str, 
     docs = built["deploy/controller"]
     calls = adapter_calls()
     local = {c for c in calls if c[:2] in NAMESPACE_LOCAL}
-    cluster = (calls - local) | EXTRA_GRANTS
-    cluster_grants = _grants(_one(docs, "ClusterRole"))
+    cluster = (calls - local - TARGET_NAMESPACE_ONLY) | EXTRA_GRANTS
+    cluster_grants = _grants(_one(docs, "ClusterRole", "vllm-queue-autoscaler"))
+    assert TARGET_NAMESPACE_ONLY <= calls
+    assert set(_grants(_one(docs, "ClusterRole", POD_DELETION_COST_ROLE))) == TARGET_NAMESPACE_ONLY
     role = _one(docs, "Role")
     local_grants = _grants(role)
     assert role["metadata"]["namespace"] == CONTROLLER_NAMESPACE
@@ -352,6 +359,21 @@ def test_rbac_grants_exactly_the_adapters_calls(built: dict[str, list[dict[str, 
         binding = _one(docs, binding_kind)
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
                                       "name": "vllm-queue-autoscaler"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vllm-queue-autoscaler",
+                                        "namespace": CONTROLLER_NAMESPACE}]
+
+
+def test_pod_patch_is_granted_in_the_target_namespace_only(built: dict[str, list[dict[str, Any]]]) -> None:
+    """No ClusterRoleBinding grants `patch` on pods (it could change any pod's image, kube-system's
+    included); the vLLM kit binds the pod-deletion-cost ClusterRole in its own namespace."""
+    for tree in CONTROLLER_TREES:
+        bound = {b["roleRef"]["name"] for b in built[tree] if b["kind"] == "ClusterRoleBinding"}
+        assert POD_DELETION_COST_ROLE not in bound, tree
+    for tree in VLLM_TREES:
+        binding = _one(built[tree], "RoleBinding", POD_DELETION_COST_ROLE)
+        assert binding["metadata"]["namespace"] == "llm"
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": POD_DELETION_COST_ROLE}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vllm-queue-autoscaler",
                                         "namespace": CONTROLLER_NAMESPACE}]
 
