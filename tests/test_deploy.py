@@ -114,15 +114,15 @@ def test_trees_build_with_the_expected_objects(built: dict[str, list[dict[str, A
                                                      "PrometheusRule/vllm-queue-autoscaler"])
     assert all(d in built["deploy/release"] for d in built["deploy/controller"])
     vllm = sorted(["Namespace/llm", "PersistentVolumeClaim/vllm-model-cache", "Deployment/qwen3-8b",
-                   "Service/qwen3-8b", "PodMonitor/qwen3-8b",
-                   "RoleBinding/vllm-queue-autoscaler-pod-deletion-cost"])
+                   "Service/qwen3-8b", "RoleBinding/vllm-queue-autoscaler-pod-deletion-cost"])
+    # the base needs no CRD; deploy/vllm and the overlays add the Prometheus Operator's PodMonitor
     for tree in VLLM_TREES:
-        assert kinds[tree] == vllm, tree
+        assert kinds[tree] == (vllm if tree == "deploy/vllm/base" else sorted(vllm + ["PodMonitor/qwen3-8b"])), tree
+    assert all(d in built["deploy/vllm"] for d in built["deploy/vllm/base"])
     for tree in TREES:
         namespaced = [d for d in built[tree] if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")]
         expected = CONTROLLER_NAMESPACE if tree in CONTROLLER_TREES else "llm"
         assert {d["metadata"].get("namespace") for d in namespaced} == {expected}, tree
-    assert built["deploy/vllm"] == built["deploy/vllm/base"]
 
 
 def _model_class(api_version: str, kind: str) -> str | None:
