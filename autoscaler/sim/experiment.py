@@ -581,11 +581,15 @@ def static_refinement(outcomes: Sequence[Outcome], grid: Sequence[float], peak_n
     between the fleets of the two neighbouring grid points (by fleet size) whose mean attainment
     lies below and at or above it, as knob = replicas / peak need (`static_replicas` gives the
     fleet back). With 8 log-spaced multipliers a peak need of 5 runs fleets 3, 4, 5, 7, 9, ...:
-    6 would never run, and the frontier would interpolate over it. More points only help the
-    static fleet (a reference, not a competitor tuned by its grid).
+    6 would never run, and the frontier would interpolate over it. The extra points make the
+    static fleet's frontier more accurate (usually cheaper; a fleet just below a target can also
+    show it dearer than the interpolation said): it is a reference, not a competitor tuned by its
+    grid. The knob uses the scenario's seed's peak need; every seed has the same (the peak rate
+    and mean lengths come from the trace, not the seed's draws).
 
     Worked example: need 5, grid fleets 5 -> 97 %, 7 -> 99.5 %, 9 -> 100 %; targets 0.95, 0.99:
-    0.95 is reached at the first fleet (nothing below it), 0.99 between 5 and 7 -> (6 / 5,) = (1.2,)."""
+    0.95 is reached at the first fleet (nothing below it), 0.99 between 5 and 7 -> (6 / 5,) = (1.2,).
+    """
     fleets: dict[int, list[float]] = {}
     for o in outcomes:
         if o.policy == "static" and o.knob in grid:

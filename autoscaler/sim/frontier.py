@@ -11,18 +11,26 @@ Definitions (docs/benchmark.md):
   interpolated between the two kept points around it; the cheapest kept point's cost when it
   already reaches t (no extrapolation below the grid); None when no point reaches t.
 * **Operating point.** Where the envelope of the MEAN points (mean over seeds of cost and of
-  attainment, per grid point) reaches t: one setting anyone could deploy, the mixture (1 - w) x
-  point i + w x point j of the two envelope points around t (w = (t - a_i) / (a_j - a_i) on the
+  attainment, per grid point) reaches t: the mixture (1 - w) x point i + w x point j of the two
+  envelope points around t (in expectation: knob i for a fraction 1 - w of the time, knob j
+  for the rest; the same mixture for every seed, so no seed picks its own knob) (w = (t - a_i) / (a_j - a_i) on the
   means), or the cheapest envelope point when it already reaches t. None when the mean envelope
   misses t.
-* **Published value and interval.** Each seed's cost at that same operating point, c_s = (1 - w)
-  x cost_s(i) + w x cost_s(j); the value is their mean (= the mean envelope's cost at t) and, with
-  n seeds and h = t(0.975, n - 1) x sd(c_1..c_n) / sqrt(n), the interval is [mean - h, mean + h]
-  (low end clipped at 0; None for n < 2). One estimator, its value and its spread over seeds.
-  Before 2026-12-05 the interval came from each seed's own envelope, another statistic, and could
-  exclude every seed; the next version took the mean of those per-seed envelope costs, which lets
-  each seed pick its own knob: optimistic (a review built three knobs none of which reaches 99 %
-  on average, yet every seed's own envelope did, at three different knobs).
+* **Published value and interval.** The value is that operating point's cost (the mean
+  envelope's). Its interval must hold both what a seed pays there and where it crosses the
+  target: per seed, y_s = c_s - slope x (a_s - t), with c_s and a_s the seed's cost and
+  attainment at the same mixture and slope = (C_j - C_i) / (A_j - A_i) on the means (0 at a
+  single point), the delta-method linearization of "cost at t" (mean(y) is the value, because the
+  mixture's mean attainment is t); then, with n seeds and h = t(0.975, n - 1) x sd(y) / sqrt(n),
+  [value - h, value + h] (low end clipped at 0; None for n < 2). Without the attainment term a
+  static fleet, whose cost per fleet is the same on every seed, had a zero-width interval (a
+  review's simulation: 4 % coverage of the true cost at 99 %; ~96 % with it). Not covered: the
+  choice of envelope points from noisy means, which biases the value low where a grid is flat
+  near the target (docs/benchmark.md).
+  History: before 2026-12-05 the interval came from each seed's own envelope, another statistic,
+  which could exclude every seed; briefly the value was the mean of those per-seed envelope costs,
+  which lets each seed pick its own knob and is optimistic (a review built three knobs none of
+  which reaches 99 % on average, yet every seed's own envelope did, at a different knob).
 * **Points.** Mean and Student-t interval over seeds, clipped to the quantity's range
   (attainment within [0, 1], GPU-hours and scale actions >= 0).
 """
@@ -105,20 +113,32 @@ def cost_at(points: Sequence[tuple[float, float]], target: float) -> float | Non
     return points[i][0] + w * (points[j][0] - points[i][0])
 
 
-def cost_at_with_ci(mean_points: Sequence[tuple[float, float]], seed_costs: Sequence[Sequence[float]],
-                    target: float) -> tuple[dict[str, float | list[float] | None] | None, list[float]]:
-    """({mean, ci95} of the seeds' costs at the mean envelope's operating point for `target`, or
-    None when the mean envelope misses it; those per-seed costs) (module docstring).
-    `seed_costs[k]` are grid point k's per-seed costs, in one seed order for every point.
+def cost_at_with_ci(mean_points: Sequence[tuple[float, float]], seed_points: Sequence[Sequence[tuple[float, float]]],
+                    target: float) -> tuple[dict[str, float | list[float] | None] | None, list[float], list[float]]:
+    """(`{mean, ci95}` of cost at `target` on the mean envelope, or None when it misses it; the
+    seeds' linearized values y_s; each seed's attainment at the operating point) (module docstring).
+    `seed_points[k]` are grid point k's per-seed (cost, attainment), in one seed order for every point.
 
-    Worked example: mean points (1, 0.90), (3, 0.99); per seed costs (0.8, 1.2) and (2.8, 3.2) ->
-    at 0.99 the operating point is point 1 -> c = 2.8, 3.2: mean 3.0, h = 12.706 x 0.2828 /
-    sqrt(2) = 2.54; at 0.945: w = 0.5 -> c = 1.8, 2.2, mean 2.0 (the mean envelope's cost)."""
+    y_s = c_s - slope x (a_s - target), with c_s and a_s the seed's cost and attainment at the
+    operating point (the mixture of points i and j at weight w) and slope = (C_j - C_i) / (A_j -
+    A_i) on the means (0 at a single point): a seed that attains more there would have reached the
+    target for less. mean(y) is the published value (the mixture's mean attainment is the target).
+
+    Worked example: mean points (1, 0.90), (3, 0.99); seeds (0.8, 0.88) / (1.2, 0.92) at point 0
+    and (3, 0.98) / (3, 1.0) at point 1 -> at 0.99, i = j = 1: y = 3, 3 (slope 0), [3, 3]; at
+    0.945, w = 0.5, slope 2 / 0.09 = 22.2: c = 1.9, 2.1, a = 0.93, 0.96 -> y = 1.9 + 22.2 x 0.015
+    = 2.233 and 2.1 - 22.2 x 0.015 = 1.767, mean 2.0 (the envelope's cost), h = 12.706 x 0.33 /
+    sqrt(2) = 2.96: the seeds' spread in where they cross the target, not only in what they pay."""
     op = operating_point(mean_points, target)
     if op is None:
-        return None, []
+        return None, [], []
     i, j, w = op
-    per_seed = [a + w * (b - a) for a, b in zip(seed_costs[i], seed_costs[j])]
-    if not per_seed or len(seed_costs[i]) != len(seed_costs[j]):  # not the same seeds: no interval
-        return {"mean": mean_points[i][0] + w * (mean_points[j][0] - mean_points[i][0]), "ci95": None}, []
-    return mean_ci(per_seed, 0.0), per_seed
+    value = mean_points[i][0] + w * (mean_points[j][0] - mean_points[i][0])
+    if not seed_points[i] or len(seed_points[i]) != len(seed_points[j]):  # not the same seeds: no interval
+        return {"mean": value, "ci95": None}, [], []
+    slope = 0.0 if i == j else (mean_points[j][0] - mean_points[i][0]) / (mean_points[j][1] - mean_points[i][1])
+    costs = [(1 - w) * a[0] + w * b[0] for a, b in zip(seed_points[i], seed_points[j])]
+    atts = [(1 - w) * a[1] + w * b[1] for a, b in zip(seed_points[i], seed_points[j])]
+    ys = [c - slope * (a - target) for c, a in zip(costs, atts)]
+    cell = mean_ci(ys, 0.0)
+    return cell, ys, atts

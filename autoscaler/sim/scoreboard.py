@@ -107,13 +107,14 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
                  targets: Sequence[float], knob_name: str, refined: Sequence[float] = ()) -> dict[str, Any]:
     """One policy's entry: per grid point (and per `refined` knob, run beyond the grid: the static
     fleet's `experiment.static_refinement`, listed under `refined`) the mean and interval of each
-    metric and its per-seed values (`per_seed`, in the order of `seeds`); per target the cost on
-    the frontier (`frontier.cost_at_with_ci`: the mean of the seeds' own envelope costs) and each
-    seed's cost (`cost_at_seeds`, null where that seed's envelope misses the target)."""
+    metric and its per-seed values (`per_seed`, in the order of its `seeds`); per target the cost
+    where the envelope of the mean points reaches it, with its interval (`frontier.cost_at_with_ci`),
+    the seeds' linearized values behind that interval (`cost_at_seeds`) and each seed's attainment
+    at that operating point (`attainment_at_seeds`); both empty when the target is not reached."""
     mine = [o for o in outcomes if o.policy == name]
     points: list[dict[str, Any]] = []
     mean_pts: list[tuple[float, float]] = []
-    seed_costs: list[list[float]] = []
+    seed_pts: list[list[tuple[float, float]]] = []
     for k in sorted({*grid, *refined}) if refined else grid:
         runs = sorted((o for o in mine if o.knob == k), key=lambda o: o.seed)
         point: dict[str, Any] = {"knob": k, "seeds": [o.seed for o in runs]}
@@ -122,15 +123,42 @@ def policy_entry(name: str, grid: Sequence[float], seeds: Sequence[int], outcome
         point["per_seed"] = {metric: [float(getattr(o, metric)) for o in runs] for metric in METRICS}
         points.append(point)
         mean_pts.append((point["gpu_hours_nodes"]["mean"], point["slo_attainment"]["mean"]))
-        seed_costs.append(point["per_seed"]["gpu_hours_nodes"])
+        seed_pts.append([(float(o.gpu_hours_nodes), float(o.slo_attainment)) for o in runs])
     cost: dict[str, Any] = {}
     cost_seeds: dict[str, list[float]] = {}
+    att_seeds: dict[str, list[float]] = {}
     for t in targets:
-        cost[f"{t:g}"], cost_seeds[f"{t:g}"] = cost_at_with_ci(mean_pts, seed_costs, t)
-    entry = {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost, "cost_at_seeds": cost_seeds}
+        key = f"{t:g}"
+        cost[key], cost_seeds[key], att_seeds[key] = cost_at_with_ci(mean_pts, seed_pts, t)
+    entry = {"knob": knob_name, "grid": list(grid), "points": points, "cost_at": cost, "cost_at_seeds": cost_seeds,
+             "attainment_at_seeds": att_seeds}
     if refined:
         entry["refined"] = sorted(refined)
     return entry
+
+
+def rescore(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with every policy entry recomputed from its points' per-seed values (`per_seed`):
+    what the sweep would have written with today's statistics, without running anything. A
+    document written by `sweep_document` comes back unchanged (tests/sim/test_experiment_sweep.py).
+    ValueError when a point lacks its per-seed values (documents before protocol 3)."""
+    targets = [float(t) for t in doc["slo"]["attainment_targets"]]
+    out = dict(doc)
+    out["policies"] = {}
+    for name, entry in doc["policies"].items():
+        outcomes: list[Outcome] = []
+        for p in entry["points"]:
+            per_seed = p.get("per_seed")
+            if per_seed is None:
+                raise ValueError(f"{doc.get('scenario')}: {name} knob {p['knob']:g}: no per_seed values to rescore")
+            for n, seed in enumerate(p["seeds"]):
+                outcomes.append(Outcome(name, p["knob"], seed, per_seed["slo_attainment"][n],
+                                        per_seed["gpu_hours_nodes"][n], per_seed["gpu_hours_pods"][n],
+                                        int(per_seed["scale_actions"][n]), 0, 0.0))
+        seeds = sorted({o.seed for o in outcomes})
+        out["policies"][name] = policy_entry(name, entry["grid"], seeds, outcomes, targets, entry["knob"],
+                                             entry.get("refined", ()))
+    return out
 
 
 # --------------------------------------------------------------------------- its Markdown

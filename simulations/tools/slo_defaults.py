@@ -83,8 +83,9 @@ def best_baseline(doc: dict[str, Any], target: str) -> tuple[str, float] | None:
 
 def row(name: str, outcomes: Sequence[Outcome], doc: dict[str, Any], ceilings: Sequence[float]) -> dict[str, Any]:
     """One scenario's line of the bar table; `ceilings`: each seed's attainment ceiling from the
-    protocol's start. The target is "reachable" from the start when every seed's ceiling is at
-    least the target."""
+    protocol's start. The target is "reachable" from the start when the seeds' mean ceiling is at
+    least the target: the same statistic as "reached" (the mean attainment), so that neither
+    judgement is stricter than the other (it was every seed's ceiling, which excused more)."""
     target = max(doc["slo"]["attainment_targets"])
     key = f"{float(target):g}"
     att = mean_ci([o.slo_attainment for o in outcomes], 0.0, 1.0)
@@ -102,7 +103,7 @@ def row(name: str, outcomes: Sequence[Outcome], doc: dict[str, Any], ceilings: S
         "lower_bound": bound, "best_baseline": None if best is None else {"policy": best[0], "cost": best[1]},
         "half_gap_bar": half_gap, "bound_bar": None if bound is None else 1.25 * bound,
         "start_ceiling": mean_ci(list(ceilings), 0.0, 1.0) if ceilings else None,
-        "reachable_from_start": bool(ceilings) and min(ceilings) >= target,
+        "reachable_from_start": bool(ceilings) and sum(ceilings) / len(ceilings) >= target,
         "reached": reached,
         "half_gap_met": reached and half_gap is not None and float(cost["mean"]) <= half_gap,  # type: ignore[arg-type]
         "bound_bar_met": reached and bound is not None and float(cost["mean"]) <= 1.25 * bound,  # type: ignore[arg-type]
@@ -126,7 +127,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
              "are node GPU-hours. `best baseline` and `bound` are the published sweep's interpolated costs at "
              "the top attainment target (simulations/results/<scenario>.json). `start ceiling`: the most any "
              "autoscaler can reach from the protocol's start fleet, measured (autoscaler/sim/start_ceiling.py; "
-             "docs/benchmark.md); `reachable` when every seed's ceiling is at least the target.", "",
+             "docs/benchmark.md); `reachable` when the seeds' mean ceiling is at least the target.", "",
              "| scenario | attainment % | node GPU-h | start ceiling % | reachable | bound | best baseline | "
              "half-gap bar | 1.25 x bound | reached | half-gap met | 1.25 x bound met |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -185,8 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not published.exists():
             print(f"slo_defaults: {name}: no published sweep ({published.name}), left out", file=sys.stderr)
             continue
+        doc = json.loads(published.read_text())
+        if doc.get("protocol", {}).get("sha256") != protocol.sha256:
+            print(f"slo_defaults: {name}: its published sweep ran protocol {doc.get('protocol', {}).get('sha256', '?')[:12]}, "
+                  f"the protocol file is {protocol.sha256[:12]}: left out (make experiments)", file=sys.stderr)
+            continue
         sc = Scenario.load(SCENARIOS / f"{name}.yaml")
-        rows.append(row(name, run_defaults(sc, protocol.seeds, args.jobs), json.loads(published.read_text()),
+        rows.append(row(name, run_defaults(sc, protocol.seeds, args.jobs), doc,
                         start_ceilings(sc, protocol.seeds, args.jobs)))
         print(markdown(rows[-1:]).splitlines()[-1], file=sys.stderr)
     return write(rows, args.out or RESULTS / "slo-defaults")

@@ -140,11 +140,25 @@ def test_the_document_keeps_every_seed_and_costs_are_the_mean_of_the_seeds(swept
         for t, cell in entry["cost_at"].items():
             per_seed = entry["cost_at_seeds"][t]
             if cell is None:
-                assert per_seed == []
-            else:  # the seeds' costs at one operating point; their mean is the mean envelope's cost
+                assert per_seed == [] and entry["attainment_at_seeds"][t] == []
+            else:  # the seeds' linearized values at one operating point; their mean is the envelope's cost
                 assert len(per_seed) == 2 and cell["mean"] == pytest.approx(sum(per_seed) / 2)
+                atts = entry["attainment_at_seeds"][t]
+                # the mixture's mean attainment is the target, unless the cheapest point already passes it
+                assert len(atts) == 2 and sum(atts) / 2 >= float(t) - 1e-9
                 mean_pts = [(p["gpu_hours_nodes"]["mean"], p["slo_attainment"]["mean"]) for p in entry["points"]]
                 assert cell["mean"] == pytest.approx(cost_at(mean_pts, float(t)))
+
+
+def test_rescoring_a_document_gives_it_back_unchanged(swept: tuple[dict[str, Any], Path]) -> None:
+    from autoscaler.sim.scoreboard import rescore
+
+    doc, _ = swept
+    assert rescore(doc) == doc  # the statistics are a function of the per-seed values alone
+    old = json.loads(json.dumps(doc))
+    del old["policies"]["static"]["points"][0]["per_seed"]
+    with pytest.raises(ValueError, match="no per_seed values to rescore"):
+        rescore(old)
 
 
 def test_the_bound_is_below_every_policy_in_the_document(swept: tuple[dict[str, Any], Path]) -> None:

@@ -39,17 +39,39 @@ def test_student_t_interval() -> None:
     assert half_width([]) is None
 
 
-def test_the_interval_is_the_seeds_spread_at_the_mean_envelopes_operating_point() -> None:
+def test_the_interval_holds_where_each_seed_crosses_the_target() -> None:
+    # the docstring's example: seeds (0.8, 0.88) / (1.2, 0.92) at point 0, (3, 0.98) / (3, 1.0) at point 1
     mean_pts = [(1.0, 0.90), (3.0, 0.99)]
-    seed_costs = [[0.8, 1.2], [2.8, 3.2]]
-    got, per_seed = cost_at_with_ci(mean_pts, seed_costs, 0.99)  # operating point: grid point 1
-    h = 12.706 * math.sqrt(0.08) / math.sqrt(2)  # sd of (2.8, 3.2) = 0.2828; t(0.975, 1) = 12.706
-    assert per_seed == [pytest.approx(2.8), pytest.approx(3.2)]
-    assert got is not None and got["mean"] == pytest.approx(3.0) and got["ci95"] == pytest.approx([3.0 - h, 3.0 + h])
-    # at 0.945, half way: each seed's cost at the same mixture, 1.8 and 2.2; their mean is cost_at's 2.0
-    got, per_seed = cost_at_with_ci(mean_pts, seed_costs, 0.945)
-    assert per_seed == [pytest.approx(1.8), pytest.approx(2.2)]
+    seeds = [[(0.8, 0.88), (1.2, 0.92)], [(3.0, 0.98), (3.0, 1.0)]]
+    # at 0.99 the mixture is point 1 itself (w = 1); both seeds pay 3, but seed A attains 0.98 there
+    # and seed B 1.0: y = 3 + 22.2 x 0.01 = 3.222 and 2.778 (a zero-width [3, 3] without the term)
+    got, ys, atts = cost_at_with_ci(mean_pts, seeds, 0.99)
+    assert ys == [pytest.approx(3.0 + 0.01 / 0.09 * 2), pytest.approx(3.0 - 0.01 / 0.09 * 2)]
+    assert atts == [pytest.approx(0.98), pytest.approx(1.0)]
+    assert got is not None and got["mean"] == pytest.approx(3.0) and got["ci95"][1] > 3.0 > got["ci95"][0]
+    got, ys, atts = cost_at_with_ci(mean_pts, seeds, 0.945)  # half way: w 0.5, slope 2 / 0.09
+    slope = 2.0 / 0.09
+    assert atts == [pytest.approx(0.93), pytest.approx(0.96)]
+    assert ys == [pytest.approx(1.9 + slope * 0.015), pytest.approx(2.1 - slope * 0.015)]
     assert got is not None and got["mean"] == pytest.approx(cost_at(mean_pts, 0.945)) == pytest.approx(2.0)
+    h = 12.706 * abs(ys[0] - ys[1]) / math.sqrt(2) / math.sqrt(2)  # sd of two values = |a - b| / sqrt(2)
+    assert got["ci95"] == pytest.approx([0.0, 2.0 + h])  # the low end clipped at 0
+
+
+def test_a_fleet_whose_cost_never_varies_still_has_an_interval() -> None:
+    # The review's toy: fleets of 6, 7 and 8 replicas cost exactly 6, 7, 8 on every seed; their
+    # attainments vary. Target 0.99 between 6 (mean 0.9767) and 7 (mean 0.9917): w = 0.8889, value 6.889.
+    # The seeds' costs at that mixture are all 6.889 (a zero-width interval before); each seed's
+    # attainment there (0.991, 0.9948, 0.9842) says where it crosses, and the interval holds that.
+    att = {6: (0.975, 0.985, 0.970), 7: (0.993, 0.996, 0.986), 8: (0.998, 0.999, 0.995)}
+    mean_pts = [(float(n), sum(a) / 3) for n, a in att.items()]
+    seeds = [[(float(n), x) for x in a] for n, a in att.items()]
+    got, ys, atts = cost_at_with_ci(mean_pts, seeds, 0.99)
+    assert got is not None and got["mean"] == pytest.approx(6.889, abs=1e-3)
+    assert atts == pytest.approx([0.991, 0.99483, 0.98422], abs=1e-4)
+    low, high = got["ci95"]  # type: ignore[misc]
+    assert high - low > 1.5  # about [6.0, 7.8]: the seeds cross 0.99 near 6.8, 6.6 and 7.3 replicas
+    assert low < 6.6 and high > 7.3
 
 
 def test_no_seed_picks_its_own_knob() -> None:
@@ -58,13 +80,13 @@ def test_no_seed_picks_its_own_knob() -> None:
     # knob - so a mean of per-seed envelope costs published 11.6; no single setting reaches it.
     seeds_att = [[0.995, 0.97, 0.97], [0.97, 0.995, 0.97], [0.97, 0.97, 0.995]]  # per knob, per seed
     mean_pts = [(c, sum(a) / 3) for c, a in zip((10.0, 12.0, 14.0), seeds_att)]
-    got, per_seed = cost_at_with_ci(mean_pts, [[10.0] * 3, [12.0] * 3, [14.0] * 3], 0.99)
-    assert got is None and per_seed == []
+    seeds = [[(c, a) for a in att] for c, att in zip((10.0, 12.0, 14.0), seeds_att)]
+    assert cost_at_with_ci(mean_pts, seeds, 0.99) == (None, [], [])
 
 
 def test_not_reached_by_the_mean_envelope_and_non_finite_points_left_out() -> None:
-    assert cost_at_with_ci([(1.0, 0.9)], [[1.0]], 0.999) == (None, [])
-    one, _ = cost_at_with_ci([(1.0, 0.9), (3.0, 0.99)], [[1.0], [3.0]], 0.99)  # one seed: no interval
+    assert cost_at_with_ci([(1.0, 0.9)], [[(1.0, 0.9)]], 0.999) == (None, [], [])
+    one, _, _ = cost_at_with_ci([(1.0, 0.9), (3.0, 0.99)], [[(1.0, 0.9)], [(3.0, 0.99)]], 0.99)  # one seed
     assert one == {"mean": 3.0, "ci95": None}
     # a NaN attainment at the cheapest point no longer hides the rest of the envelope
     assert cost_at([(1.0, math.nan), (2.0, 0.95), (3.0, 0.999)], 0.99) == pytest.approx(2.0 + 0.04 / 0.049)
