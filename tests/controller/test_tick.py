@@ -548,11 +548,10 @@ def test_a_state_configmap_deleted_under_the_controller_is_read_again_and_recrea
     kube.verify()
 
 
-def test_a_renamed_state_configmap_is_read_before_it_is_written(
-    tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
-) -> None:
-    """A live reload that renames `controller.state_configmap`: the next tick reads the new
-    ConfigMap and writes it on its own resourceVersion, never on the old one's (a 404 for ever)."""
+def _scaled_down_with_state_a_then_renamed(tmp_path: Path, kube: FakeKube,
+                                           prometheus: FakePrometheus) -> tuple[Controller, Clock]:
+    """A tick that scales 4 -> 3 and records it in the state ConfigMap `state-a` (resourceVersion
+    100); then a live reload renames it `state-b` (the next tick reads the new file)."""
     path = tmp_path / "autoscaler.yaml"
 
     def write(name: str) -> None:
@@ -567,8 +566,16 @@ def test_a_renamed_state_configmap_is_read_before_it_is_written(
     kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
     assert one(c.tick()).action == "patched"
     assert kube.called("read_state")[-1].args["configmap_name"] == "state-a"
-
     write("state-b")
+    return c, clock
+
+
+def test_a_renamed_state_configmap_is_read_before_it_is_written(
+    tmp_path: Path, kube: FakeKube, prometheus: FakePrometheus
+) -> None:
+    """A live reload that renames `controller.state_configmap`: the next tick reads the new
+    ConfigMap and writes it on its own resourceVersion, never on the old one's (a 404 for ever)."""
+    c, clock = _scaled_down_with_state_a_then_renamed(tmp_path, kube, prometheus)
     clock.now += 300
     kube.script("snapshot", cluster(3, rv="42"))
     prometheus.script("fetch", fresh(3, IDLE, clock))
@@ -587,21 +594,8 @@ def test_a_renamed_state_configmap_that_cannot_be_read_is_never_written_on_the_o
     """As above, but the new ConfigMap cannot be read (RBAC names the old one only: a 403). The
     replica must not write `state-b` on `state-a`'s resourceVersion 100, nor count `state-a`'s
     events as the new one's: it holds its scale-down, as any replica that cannot read its state."""
-    path = tmp_path / "autoscaler.yaml"
+    c, clock = _scaled_down_with_state_a_then_renamed(tmp_path, kube, prometheus)
 
-    def write(name: str) -> None:
-        path.write_text(yaml.safe_dump({"controller": {"state_configmap": name}, "targets": [{
-            "namespace": NS, "deployment": NAME, "max_replicas": 8,
-            "scale_down_window_seconds": 0, "scale_down_window_lead_times": 0}]}))
-
-    write("state-a")
-    clock = Clock()
-    c = controller(path, kube, prometheus, clock=clock)
-    reads(kube, prometheus, cluster(4), fleet(4, IDLE))
-    kube.script("write_state", "100").script("set_replicas", True).script("emit_event", {})
-    assert one(c.tick()).action == "patched"
-
-    write("state-b")
     clock.now += 300
     kube.script("snapshot", cluster(3, rv="42"))
     prometheus.script("fetch", fresh(3, IDLE, clock))
