@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.atomic import atomic_path
+from autoscaler.sim.experiment import load_protocol
 from autoscaler.sim.scoreboard import cost_cell, winners_line
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -46,7 +47,8 @@ def ceilings(results: Path) -> dict[str, dict[str, Any]]:
     return {r["scenario"]: r["start_ceiling"] for r in rows if isinstance(r, dict) and r.get("start_ceiling")}
 
 
-def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | None = None) -> str:
+def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | None = None,
+             protocol_sha: str | None = None) -> str:
     lines = ["# Benchmark summary", "",
              "Node GPU-hours to reach each SLO attainment target, on each policy's cost frontier (means over "
              "seeds, 95 % Student-t intervals in brackets; docs/benchmark.md). `lower bound`: no autoscaler can "
@@ -58,7 +60,10 @@ def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | No
         targets = [f"{float(t):g}" for t in doc["slo"]["attainment_targets"]]
         lines += [f"## {doc['scenario']}", "",
                   f"Protocol {doc['protocol']['path']} sha256 `{doc['protocol']['sha256'][:12]}`, seeds "
-                  f"{doc['protocol']['seeds']}.", "",
+                  f"{doc['protocol']['seeds']}."
+                  + ("" if protocol_sha is None or doc["protocol"]["sha256"] == protocol_sha else
+                     f" **Not the current protocol** (`{protocol_sha[:12]}`): this sweep is older, its rows "
+                     "miss what the protocol added since; `make experiments` regenerates it."), "",
                   "| policy | " + " | ".join(f"@{100 * float(t):g} %" for t in targets) + " |",
                   "|---|" + "---|" * len(targets)]
         for name, entry in doc["policies"].items():
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--out", type=Path, default=RESULTS / "summary.md")
     args = ap.parse_args(argv)
-    text = markdown(load(args.results), ceilings(args.results))
+    text = markdown(load(args.results), ceilings(args.results), load_protocol().sha256)
     with atomic_path(args.out) as tmp:
         tmp.write_text(text)
     print(f"summary: {args.out}")

@@ -192,6 +192,11 @@ def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any],
     assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
     text = (tmp_path / "summary.md").read_text()
     assert "Ceiling from the start: 96.8 % [96.7, 96.8] of requests at most" in text
+    assert "Not the current protocol" not in text  # the sweep ran today's protocol file
+    (tmp_path / "x.json").write_text(json.dumps({**doc, "preregistered": True,
+                                                 "protocol": {**doc["protocol"], "sha256": "0c9f25d149ac" + "0" * 52}}))
+    assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
+    assert "**Not the current protocol**" in (tmp_path / "summary.md").read_text()
 
 
 def test_the_protocol_names_scenario_files_that_read_the_repository_traces() -> None:
