@@ -4,6 +4,7 @@ in docs/benchmark.md, the protocol and the scenario files it names."""
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import re
 from pathlib import Path
@@ -260,8 +261,17 @@ def test_the_table_names_every_baseline_cheaper_than_ours() -> None:
         "queue-lead": {"cost_at": {"0.9": cost(5.0), "0.99": cost(None)}},
         "static": {"cost_at": {"0.9": cost(6.0), "0.99": cost(9.0)}},
         "kpa": {"cost_at": {"0.9": cost(4.0), "0.99": cost(None)}}}}
-    assert winners_line(doc) == ("Baselines cheaper than queue-lead (means; check the intervals): at 90 %: kpa; "
-                                 "at 99 %: static.")
+    assert winners_line(doc) == ("Baselines cheaper than queue-lead (means; in brackets the difference in node "
+                                 "GPU-hours, paired by seed, with its 95 % interval): at 90 %: kpa; at 99 %: static.")
+    # with the seeds' values of both: the paired difference (the docstring's example at 90 %)
+    doc["policies"]["kpa"]["cost_at_seeds"] = {"0.9": [7.6, 7.5, 7.7]}
+    doc["policies"]["queue-lead"]["cost_at_seeds"] = {"0.9": [10.0, 10.5, 10.6]}
+    d = [-2.4, -3.0, -2.9]  # 7.6 - 10.0, 7.5 - 10.5, 7.7 - 10.6: mean -2.767, sd 0.3215, h = 4.303 x 0.3215 / sqrt(3)
+    m = sum(d) / 3
+    h = 4.303 * math.sqrt(sum((x - m) ** 2 for x in d) / 2) / math.sqrt(3)
+    assert "at 90 %: kpa -2.77 [-3.57, -1.97]; at 99 %: static." in winners_line(doc)
+    assert (m - h, m + h) == pytest.approx((-3.566, -1.968), abs=1e-3)
+    del doc["policies"]["kpa"]["cost_at_seeds"], doc["policies"]["queue-lead"]["cost_at_seeds"]
     doc["policies"]["kpa"]["cost_at"]["0.9"] = cost(7.0)
     doc["policies"]["static"]["cost_at"]["0.99"] = None
     assert winners_line(doc) == "No baseline is cheaper than queue-lead at any target (means)."
