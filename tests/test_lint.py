@@ -557,3 +557,19 @@ def test_container_model_from_positional_or_flag() -> None:
     assert container(["Qwen/Qwen3-8B", "--port", "8000"]).model == "Qwen/Qwen3-8B"
     assert container(["--model", "m"]).model == "m"
     assert container(["serve", "x"], command=["/entrypoint.sh"]).flags_known is False
+
+
+@pytest.mark.parametrize(("args", "rules"), [
+    (['"--max-model-len 8192"'], ["VQA007", "VQA019"]),  # one item: vLLM refuses it, and no --max-model-len is set
+    (['"--served-model-name=qwen chat"'], ["VQA007"]),  # flag=value with a space in the value: one argument, fine
+    (['"--max-model-len"', '"8192"'], []),
+])
+def test_a_flag_and_its_value_in_one_item(args: list[str], rules: list[str]) -> None:
+    text = GOOD.replace("- --max-model-len=32768", "\n            ".join(f"- {a}" for a in args))
+    assert sorted(f.rule for f in findings_of(text)) == rules
+
+
+def test_a_shell_script_splits_its_words_itself() -> None:
+    script = GOOD.replace("          args:\n", "          command: [sh, -c, \"vllm serve Qwen/Qwen3-8B --max-model-len 8192\"]\n"
+                                             "          unused:\n")
+    assert "VQA019" not in [f.rule for f in findings_of(script)]

@@ -22,6 +22,7 @@ from autoscaler.lint.loader import Document, YList, YMap, line_of
 from autoscaler.lint.workload import (
     LINT_IGNORE_ANNOTATION,
     MANAGED_ANNOTATION,
+    SHELLS,
     Container,
     Workload,
     image_reference,
@@ -675,6 +676,25 @@ def _gpu_parallel_mismatch(ctx: LintContext) -> Iterator[Hit]:
             yield Hit(wl.doc, line_of(c.spec, "resources", "limits"),
                       f"GPU limit {c.gpus} for {need} GPU(s) of parallelism: {c.gpus - need} reserved GPU(s) stay idle "
                       "(and the controller counts each replica's GPUs by gpus_per_replica, not by this limit)", c.name)
+
+
+@rule("VQA019", "flag-and-value-in-one-item", Severity.ERROR,
+      "a vLLM flag and its value in one command/args item",
+      'split it into two items ("--max-model-len", "8192") or join them with = ("--max-model-len=8192")')
+def _flag_and_value_in_one_item(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        command = _ylist(c.spec.get("command"))
+        if command and str(command[0]).rsplit("/", 1)[-1] in SHELLS:
+            continue  # a shell script: the shell splits it into words
+        for key in ("command", "args"):
+            items = _ylist(c.spec.get(key))
+            for i, item in enumerate(items):
+                text = str(item)
+                flag = text.split(None, 1)[0] if text.startswith("--") else ""
+                if flag and "=" not in flag and len(text.split(None, 1)) == 2:
+                    yield Hit(wl.doc, items.line_of(i), f"{key} item {text!r} is one argument, not two: vLLM's "
+                                                        f"parser knows no flag {text!r} and refuses to start "
+                                                        "(unrecognized arguments)", c.name)
 
 
 def _positive_int(value: str | None) -> int | None:

@@ -24,6 +24,7 @@ from autoscaler.lint.loader import Document, YList, YMap
 __all__ = [
     "MANAGED_ANNOTATION",
     "LINT_IGNORE_ANNOTATION",
+    "SHELLS",
     "WORKLOAD_KINDS",
     "Container",
     "Workload",
@@ -41,7 +42,7 @@ LINT_IGNORE_ANNOTATION = LINT_IGNORE
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 
-_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
 _SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")", ">", "<", ">>"})
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -120,7 +121,7 @@ def _split_shell(script: str) -> list[str]:
 
 def _command_line(tokens: list[str]) -> list[str]:
     """The tokens a shell would run for `sh -c SCRIPT`, else `tokens` unchanged."""
-    if tokens and tokens[0].rsplit("/", 1)[-1] in _SHELLS:
+    if tokens and tokens[0].rsplit("/", 1)[-1] in SHELLS:
         for i, token in enumerate(tokens[1:], start=1):
             if token.startswith("-") and token.endswith("c") and i + 1 < len(tokens):
                 return _split_shell(tokens[i + 1])
