@@ -317,7 +317,8 @@ def test_health_and_metrics_endpoints(
     config = write_config(tmp_path / "autoscaler.yaml", busy_fleet.url)
     clock = Clock(time.time())
     metrics = ControllerMetrics()
-    controller = make_controller(config, kubeconfig_path, clock, metrics=metrics)
+    # one injected clock for the tick's wall time and for liveness' elapsed time
+    controller = make_controller(config, kubeconfig_path, clock, metrics=metrics, monotonic=clock)
     server = HealthServer(metrics, controller.healthy, controller.ready, host="127.0.0.1", port=0).start()
     base = f"http://127.0.0.1:{server.port}"
     try:
