@@ -379,6 +379,19 @@ def test_ignore_option_and_annotation() -> None:
 # --------------------------------------------------------------------------- loader
 
 
+def test_a_typed_list_from_the_api_gives_its_items_their_kind() -> None:
+    # `kubectl get --raw /apis/apps/v1/namespaces/llm/deployments` answers a DeploymentList whose
+    # items carry no kind or apiVersion: the items are Deployments of apps/v1
+    deployment = yaml.safe_load(GOOD)
+    for key in ("kind", "apiVersion"):
+        del deployment[key]
+    text = yaml.safe_dump({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {}, "items": [deployment]})
+    (doc,) = load_text(text, "list.yaml")
+    assert (doc.kind, doc.data["apiVersion"]) == ("Deployment", "apps/v1")
+    broken = text.replace("nvidia.com/gpu: '1'", "memory: 1Gi")  # the item without its GPU limit is linted
+    assert "VQA001" in [f.rule for f in findings_of(broken)]
+
+
 def test_loader_keeps_lines_through_documents_lists_and_flow_style() -> None:
     text = textwrap.dedent("""\
         # comment

@@ -195,14 +195,17 @@ class Document:
 
 
 def load_text(text: str, source: str) -> list[Document]:
-    """Every mapping document of `text` (a `kind: List` gives its items). Raises `InputError`."""
+    """Every mapping document of `text` (a `kind: List`, or a typed list such as the API's
+    `DeploymentList`, gives its items). Raises `InputError`."""
     documents: list[Document] = []
     try:
         for data in load_yaml_all(text, _LineLoader):
             if not isinstance(data, YMap):
                 continue  # empty documents, and scalars or lists that are no manifests
-            if data.get("kind") == "List" and isinstance(data.get("items"), YList):
-                documents += [Document(source, item.line, item) for item in data["items"] if isinstance(item, YMap)]
+            kind = data.get("kind")
+            if isinstance(kind, str) and kind.endswith("List") and isinstance(data.get("items"), YList):
+                documents += [Document(source, item.line, _list_item(item, kind, data.get("apiVersion")))
+                              for item in data["items"] if isinstance(item, YMap)]
             else:
                 documents.append(Document(source, data.line, data))
     except yaml.MarkedYAMLError as exc:
@@ -213,6 +216,16 @@ def load_text(text: str, source: str) -> list[Document]:
     except yaml.YAMLError as exc:  # e.g. a character YAML does not allow: its message spans lines
         raise InputError(" ".join(f"{source}: invalid YAML: {exc}".split())) from None
     return documents
+
+
+def _list_item(item: YMap, list_kind: str, api_version: object) -> YMap:
+    """An item of a list document. The API leaves `kind` and `apiVersion` out of the items of a
+    typed list (`kind: DeploymentList`): they are the list's, without `List`."""
+    if list_kind != "List":
+        item.setdefault("kind", list_kind[: -len("List")])
+        if api_version is not None:
+            item.setdefault("apiVersion", api_version)
+    return item
 
 
 def _read(path: Path, source: str) -> str:
