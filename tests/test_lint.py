@@ -183,7 +183,7 @@ def test_multi_gpu_limit_needs_shm_and_host_ipc_is_enough() -> None:
     no_shm = two.replace("          emptyDir: {medium: Memory, sizeLimit: 2Gi}", "          emptyDir: {}")
     (finding,) = findings_of(no_shm)
     assert finding.rule == "VQA006" and "--tensor-parallel-size 2 with a /dev/shm that is not memory-backed" in finding.message
-    host_ipc = no_shm.replace("    spec:\n      containers:", "    spec:\n      hostIPC: true\n      containers:")
+    host_ipc = no_shm.replace("    spec:\n      tolerations:", "    spec:\n      hostIPC: true\n      tolerations:")
     assert findings_of(host_ipc) == []
 
 
@@ -225,13 +225,29 @@ def test_gpu_limit_against_parallelism_and_other_accelerators(limit: str, flags:
     assert sorted(f.rule for f in findings_of(text)) == rules
 
 
+def test_a_gpu_limit_without_any_gpu_toleration_is_a_warning_without_nodes() -> None:
+    # no Node in the input: the pod asks for a GPU and tolerates no GPU taint (pitfall 1's second half)
+    bare = GOOD.replace("      tolerations:\n        - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n", "")
+    (finding,) = findings_of(bare)
+    assert (finding.rule, finding.severity) == ("VQA002", Severity.WARNING)
+    assert finding.message.startswith("it asks for a GPU but tolerates no GPU taint")
+    # with the Nodes in the input, they decide: an untainted GPU node accepts the pod
+    node = textwrap.dedent("""\
+        ---
+        apiVersion: v1
+        kind: Node
+        metadata: {name: gpu-1, labels: {nvidia.com/gpu.present: "true"}}
+        status: {capacity: {nvidia.com/gpu: "8"}}
+        """)
+    assert findings_of(bare + node) == []
+
+
 def test_time_sliced_gpu_is_shared() -> None:
     shared = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu.shared: "1"')
     (finding,) = findings_of(shared)
     assert finding.rule == "VQA008" and "nvidia.com/gpu.shared" in finding.message and "0.90" in finding.message
-    gke = GOOD.replace("    spec:\n      containers:", "    spec:\n      nodeSelector:\n"
-                       "        cloud.google.com/gke-gpu-sharing-strategy: time-sharing\n"
-                       "      tolerations: [{key: nvidia.com/gpu, operator: Exists}]\n      containers:")
+    gke = GOOD.replace("    spec:\n      tolerations:", "    spec:\n      nodeSelector:\n"
+                       "        cloud.google.com/gke-gpu-sharing-strategy: time-sharing\n      tolerations:")
     assert [f.rule for f in findings_of(gke)] == ["VQA008"]
     sidecar_without_gpu_access = (CORPUS / "VQA008_gpu_shared.yaml").read_text().replace(
         "{name: NVIDIA_VISIBLE_DEVICES, value: all}", "{name: NVIDIA_VISIBLE_DEVICES, value: none}")

@@ -270,16 +270,17 @@ def _gpu_toleration_missing(ctx: LintContext) -> Iterator[Hit]:
                 yield Hit(wl.doc, line, f"no GPU node in the input accepts the pod: Node {node.name} has taint "
                                         f"{shown} and the pod template has no toleration for it")
             continue
-        if selector_keys and not any(
+        if not gpu_nodes and not any(
             (t.operator == "Exists" and not t.key)
             or any(word in f"{t.key} {t.value}".lower() for word in ("gpu", "nvidia", "accelerator"))
             for t in tolerations
-        ):
-            yield Hit(wl.doc, line, f"it selects GPU nodes ({selector_keys[0]}) but tolerates no GPU taint: "
-                                    "GPU node pools are usually tainted (nvidia.com/gpu:NoSchedule) and the pod "
-                                    "then stays Pending, unless the cluster adds the toleration itself "
-                                    "(the ExtendedResourceToleration admission plugin, as on GKE)",
-                      severity=Severity.WARNING)
+        ):  # no Node in the input to say what the taints are: a warning
+            what = f"it selects GPU nodes ({selector_keys[0]})" if selector_keys else "it asks for a GPU"
+            yield Hit(wl.doc, line, f"{what} but tolerates no GPU taint: GPU node pools are usually tainted "
+                                    "(nvidia.com/gpu:NoSchedule) and the pod then stays Pending, unless the cluster "
+                                    "adds the toleration itself (the ExtendedResourceToleration admission plugin, as "
+                                    "on GKE) or leaves its GPU nodes untainted; lint the Nodes too (kubectl get nodes "
+                                    "-o yaml) to know", severity=Severity.WARNING)
 
 
 def _probe_budget(probe: YMap) -> tuple[int, int, int, int]:
