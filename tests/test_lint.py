@@ -242,6 +242,18 @@ def test_a_gpu_limit_without_any_gpu_toleration_is_a_warning_without_nodes() -> 
     assert findings_of(bare + node) == []
 
 
+@pytest.mark.parametrize(("old", "new", "rules"), [
+    ("httpGet: {path: /health, port: http}", "httpGet: {path: /health, port: 8000}", []),  # by number, right
+    ("- --max-model-len=32768", "- --max-model-len=32768\n            - --port=9000", ["VQA020"] * 3),  # every probe
+    ("- --max-model-len=32768", "- --max-model-len=32768\n            - --port=$(PORT)", []),  # a variable: unread
+    ("httpGet: {path: /health, port: http}", "tcpSocket: {port: 8001}", ["VQA020"]),
+    ("httpGet: {path: /health, port: http}", "httpGet: {path: /health, port: metrics}", []),  # no such name: unread
+])
+def test_probe_ports_against_the_server_port(old: str, new: str, rules: list[str]) -> None:
+    text = GOOD.replace(old, new, 1 if "port" in old else -1)
+    assert sorted(f.rule for f in findings_of(text)) == rules
+
+
 def test_time_sliced_gpu_is_shared() -> None:
     shared = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu.shared: "1"')
     (finding,) = findings_of(shared)

@@ -698,6 +698,29 @@ def _flag_and_value_in_one_item(ctx: LintContext) -> Iterator[Hit]:
                                                         "(unrecognized arguments)", c.name)
 
 
+@rule("VQA020", "probe-port-mismatch", Severity.ERROR,
+      "a probe checks a port the vLLM server does not listen on",
+      "point the probe at the server's port (--port, 8000 by default), by number or by the containerPort's name")
+def _probe_port_mismatch(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        raw = c.flags.get("--port")
+        served = _positive_int(raw) if raw is not None else 8000
+        if served is None:
+            continue  # set from a variable (or unreadable): not read here
+        named = {str(_ymap(p).get("name")): _ymap(p).get("containerPort") for p in _ylist(c.spec.get("ports"))}
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe = _ymap(c.spec.get(kind))
+            action = _ymap(probe.get("httpGet")) or _ymap(probe.get("tcpSocket"))
+            port = action.get("port")
+            number = named.get(port) if isinstance(port, str) and not port.isdigit() else port
+            checked = _positive_int(str(number)) if number is not None else None
+            if checked is not None and checked != served:
+                yield Hit(wl.doc, line_of(c.spec, kind), f"{kind} checks port {port}"
+                                                         + (f" ({checked})" if str(port) != str(checked) else "")
+                                                         + f" but vLLM listens on {served}: the probe never passes",
+                          c.name)
+
+
 def _positive_int(value: str | None) -> int | None:
     try:
         n = int(str(value))
