@@ -90,6 +90,15 @@ def test_shipped_manifests_lint_clean(tree: str) -> None:
     assert "error" not in result.stdout and "warning" not in result.stdout
 
 
+def test_a_folder_of_kustomize_patches_says_so_and_an_empty_one_too(tmp_path: Path) -> None:
+    result = run(str(REPO / "deploy" / "vllm" / "overlays" / "tp2"))
+    assert result.exit_code == 2
+    assert "its YAML files are all kustomize patches or generator sources" in result.output
+    assert "kubectl kustomize" in result.output and "Traceback" not in result.output
+    empty = run(str(tmp_path))
+    assert empty.exit_code == 2 and "no *.yaml, *.yml or *.json file in this folder" in empty.output
+
+
 def test_folders_skip_kustomize_patches_and_generator_sources() -> None:
     loaded = load_inputs([str(REPO / "deploy" / "vllm")])
     names = {Path(f).name for f in loaded.files}

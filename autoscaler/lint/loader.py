@@ -335,6 +335,17 @@ def _walk(folder: Path) -> Iterator[Path]:
                 yield path
 
 
+def _why_empty(folder: Path) -> str:
+    """Why `_walk` found nothing in `folder`: no manifest file at all, or only a kustomization's
+    patches and generator sources (an overlay), which are no whole objects."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if any(n.endswith(MANIFEST_SUFFIXES) and not n.startswith(".") for n in files):
+            return (f"its YAML files are all kustomize patches or generator sources, no whole objects: lint what "
+                    f"kustomize renders (kubectl kustomize {folder} | autoscaler lint -)")
+    return "no *.yaml, *.yml or *.json file in this folder"
+
+
 @dataclass
 class LoadResult:
     """What `load_inputs` read: the documents, the files they came from, and the inputs that
@@ -358,7 +369,7 @@ def load_inputs(inputs: Sequence[str], stdin: TextIO | None = None) -> LoadResul
         if path.is_dir():
             found = list(_walk(path))
             if not found:
-                result.errors.append(f"{arg}: no *.yaml, *.yml or *.json file in this folder")
+                result.errors.append(f"{arg}: {_why_empty(path)}")
             for file in found:
                 _load_one(result, str(file), partial(_read_found, file, str(file)))
         elif path.exists():
