@@ -1065,7 +1065,9 @@ def test_query_count_is_constant(stack: Stack, monkeypatch: pytest.MonkeyPatch) 
             before = server_count()
             out = source.fetch([COUNT_NS, *others])
             assert len({COUNT_NS, *others}) == 1 + len(others) in (1, 50)
-            assert sum(1 for ns, _ in out if ns == COUNT_NS) == n_pods
+            # slot-7 is the NaN test's: removed from the exporter, its rate series can still answer
+            # for a rate window, so a worker that ran that test first saw 2 pods here (a flake)
+            assert sum(1 for ns, pod in out if ns == COUNT_NS and pod != "slot-7") == n_pods
             assert len(sent) == N_QUERIES, sent
             deadline = time.monotonic() + 5  # the server counts after answering
             while server_count() < before + N_QUERIES and time.monotonic() < deadline:

@@ -700,7 +700,8 @@ def _flag_and_value_in_one_item(ctx: LintContext) -> Iterator[Hit]:
 
 @rule("VQA020", "probe-port-mismatch", Severity.ERROR,
       "a probe checks a port the vLLM server does not listen on",
-      "point the probe at the server's port (--port, 8000 by default), by number or by the containerPort's name")
+      "point the probe at the server's port (--port, 8000 by default), by number or by the containerPort's name",
+      pitfall=2)
 def _probe_port_mismatch(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
         raw = c.flags.get("--port")
