@@ -263,6 +263,15 @@ def test_probe_ports_against_the_server_port(old: str, new: str, rules: list[str
     assert sorted(f.rule for f in findings_of(text)) == rules
 
 
+def test_a_custom_command_in_the_vllm_image_is_not_judged_on_flags_it_does_not_show() -> None:
+    # `command: [/app/start.sh]` in the vLLM image: a vLLM workload whose flags are unknown. Two GPUs
+    # and probes on port 9000 may be exactly what the script sets (--tensor-parallel-size 2 --port 9000).
+    text = GOOD.replace("          args:\n", "          command: [/app/start.sh]\n          args:\n", 1)
+    text = text.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"').replace("containerPort: 8000", "containerPort: 9000")
+    rules = [f.rule for f in findings_of(text)]
+    assert "VQA018" not in rules and "VQA020" not in rules
+
+
 def test_time_sliced_gpu_is_shared() -> None:
     shared = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu.shared: "1"')
     (finding,) = findings_of(shared)

@@ -662,6 +662,8 @@ def _repeated_key(ctx: LintContext) -> Iterator[Hit]:
 def _gpu_parallel_mismatch(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
         whole = c.gpu_resources()
+        if not c.flags_known:
+            continue  # a custom command in the vLLM image: its flags are not read here
         if not whole or c.dra_claims or not all(str(n).endswith("/gpu") for n in whole):
             continue  # no limit (VQA001), DRA, or shared / MIG / other accelerators: no GPU count to compare
         sizes = [c.flags.get(f) for f in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")]
@@ -704,6 +706,8 @@ def _flag_and_value_in_one_item(ctx: LintContext) -> Iterator[Hit]:
       pitfall=2)
 def _probe_port_mismatch(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
+        if not c.flags_known:
+            continue  # a custom command in the vLLM image: its port is not read here
         raw = c.flags.get("--port")
         served = _positive_int(raw) if raw is not None else 8000
         if served is None:

@@ -309,3 +309,14 @@ def test_slo_defaults_leaves_out_a_sweep_of_another_protocol(tmp_path: Path, mon
     assert tool.main(["--scenario", "azure-conv", "--out", str(tmp_path / "out")]) == 0
     assert "its published sweep ran protocol 0c9f25d149ac" in capsys.readouterr().err
     assert json.loads((tmp_path / "out.json").read_text()) == {"rows": []}  # nothing run, nothing compared
+
+
+def test_rescore_refuses_a_document_it_cannot_rescore_in_one_line_and_leaves_it(tmp_path: Path) -> None:
+    old = tmp_path / "old.json"  # protocol 2: no per-seed values
+    old.write_text(json.dumps({"scenario": "s", "slo": {"attainment_targets": [0.99]}, "policies": {
+        "static": {"knob": "k", "grid": [1.0], "points": [{"knob": 1.0, "seeds": [0]}]}}}))
+    before = old.read_text()
+    res = subprocess.run([sys.executable, str(TOOLS / "rescore.py"), str(old)], capture_output=True, text=True,
+                         cwd=TOOLS.parents[1])
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no per_seed values to rescore" in res.stderr
+    assert old.read_text() == before and not (tmp_path / "old.md").exists()
