@@ -272,6 +272,33 @@ def test_a_custom_command_in_the_vllm_image_is_not_judged_on_flags_it_does_not_s
     assert "VQA018" not in rules and "VQA020" not in rules
 
 
+@pytest.mark.parametrize(("old", "new", "rules"), [
+    ("sizeLimit: 2Gi", "sizeLimit: 34Gi", ["VQA021"]),  # as large as the memory limit: OOM kill first
+    ("sizeLimit: 2Gi", "sizeLimit: 40Gi", ["VQA021"]),
+    ("{medium: Memory, sizeLimit: 2Gi}", "{medium: Memory}", ["VQA021"]),  # unbounded
+    ("limits: {memory: 34Gi, ", "limits: {", []),  # no memory limit to compare with: a size is enough
+    ("{medium: Memory, sizeLimit: 2Gi}", "{sizeLimit: 2Gi}", []),  # on disk: not this rule (one GPU: not VQA006)
+])
+def test_shm_size_against_the_memory_limit(old: str, new: str, rules: list[str]) -> None:
+    assert GOOD.count(old) == 1
+    assert [f.rule for f in findings_of(GOOD.replace(old, new))] == rules
+
+
+@pytest.mark.parametrize(("rolling", "rules"), [
+    ("{maxSurge: 0, maxUnavailable: 0}", ["VQA014"]),  # the API server rejects it
+    ('{maxSurge: "0%", maxUnavailable: "0%"}', ["VQA014"]),
+    ("{maxSurge: 0}", []),  # maxUnavailable 25 % by default (one pod at least: the API resolves 0 to 1)
+    ("{maxSurge: 1, maxUnavailable: 0}", ["VQA014"]),  # a spare GPU per step
+])
+def test_rolling_update_without_room_to_move(rolling: str, rules: list[str]) -> None:
+    old = "rollingUpdate: {maxSurge: 0, maxUnavailable: 1}"
+    assert GOOD.count(old) == 1
+    findings = findings_of(GOOD.replace(old, f"rollingUpdate: {rolling}"))
+    assert [f.rule for f in findings] == rules
+    if rolling.endswith("maxUnavailable: 0}") and "maxSurge: 0" in rolling:
+        assert "the API server rejects the Deployment" in findings[0].message
+
+
 def test_time_sliced_gpu_is_shared() -> None:
     shared = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu.shared: "1"')
     (finding,) = findings_of(shared)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration
+from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration, parse_quantity
 from autoscaler.config.annotations import key_problems
 from autoscaler.config.bounded import load_yaml
 from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
@@ -359,6 +359,13 @@ def _mount_for(c: Container, path: str) -> YMap | None:
     return best
 
 
+def _shm(wl: Workload, c: Container) -> tuple[YMap | None, YMap]:
+    """The container's /dev/shm mount and its volume's emptyDir (empty when none or another kind)."""
+    mount = _mount_for(c, "/dev/shm")
+    volume = wl.volume(str(mount.get("name"))) if mount is not None else None
+    return mount, _ymap(volume.get("emptyDir")) if volume is not None else YMap()
+
+
 @rule("VQA006", "shm-missing", Severity.ERROR,
       "multi-GPU vLLM without a memory-backed /dev/shm",
       "mount an emptyDir {medium: Memory, sizeLimit: ...} at /dev/shm and raise the memory limit by its size",
@@ -367,9 +374,7 @@ def _shm_missing(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
         if max(c.parallel_gpus, c.gpus) < 2 or wl.pod.get("hostIPC") is True:
             continue
-        mount = _mount_for(c, "/dev/shm")
-        volume = wl.volume(str(mount.get("name"))) if mount is not None else None
-        source = _ymap(volume.get("emptyDir")) if volume is not None else YMap()
+        mount, source = _shm(wl, c)
         if mount is not None and source.get("medium") == "Memory":
             continue
         tp = c.flags.get("--tensor-parallel-size")
@@ -588,8 +593,11 @@ def _hpa_and_controller(ctx: LintContext) -> Iterator[Hit]:
                       "the controller stands aside while an HPA exists, and two scalers would fight over replicas")
 
 
+_ZERO = (0, "0", "0%")
+
+
 @rule("VQA014", "max-surge-with-gpu", Severity.ERROR,
-      "GPU Deployment rolls out with maxSurge > 0",
+      "GPU Deployment rolls out with maxSurge > 0 (or with maxSurge and maxUnavailable both 0)",
       "set strategy.rollingUpdate to maxSurge: 0, maxUnavailable: 1 (replace pods in place, GPU by GPU)", pitfall=7)
 def _max_surge_with_gpu(ctx: LintContext) -> Iterator[Hit]:
     for wl in ctx.vllm_workloads:
@@ -600,7 +608,12 @@ def _max_surge_with_gpu(ctx: LintContext) -> Iterator[Hit]:
             continue
         rolling = _ymap(strategy.get("rollingUpdate"))
         surge = rolling.get("maxSurge", "25%")
-        if surge in (0, "0", "0%"):
+        if surge in _ZERO and rolling.get("maxUnavailable", "25%") in _ZERO:
+            yield Hit(wl.doc, line_of(wl.spec, "strategy", "rollingUpdate", "maxUnavailable"),
+                      "maxSurge 0 and maxUnavailable 0: the API server rejects the Deployment (maxUnavailable "
+                      "may not be 0 when maxSurge is 0): no pod could ever be replaced")
+            continue
+        if surge in _ZERO:
             continue
         default = "" if "maxSurge" in rolling else " (the default)"
         line = line_of(wl.spec, "strategy", "rollingUpdate", "maxSurge")
@@ -724,6 +737,30 @@ def _probe_port_mismatch(ctx: LintContext) -> Iterator[Hit]:
                                                          + (f" ({checked})" if str(port) != str(checked) else "")
                                                          + f" but vLLM listens on {served}: the probe never passes",
                           c.name)
+
+
+@rule("VQA021", "shm-unbounded", Severity.WARNING,
+      "a memory-backed /dev/shm without a sizeLimit below the container's memory limit",
+      "give the emptyDir a sizeLimit (e.g. 2Gi, as vLLM's Kubernetes guide does) and keep the memory limit above "
+      "the model server's own use plus that size", pitfall=3)
+def _shm_unbounded(ctx: LintContext) -> Iterator[Hit]:
+    for wl, c in _vllm_containers(ctx):
+        mount, source = _shm(wl, c)
+        if mount is None or source.get("medium") != "Memory":
+            continue  # no memory-backed /dev/shm: VQA006's business when it needs one
+        size = parse_quantity(source.get("sizeLimit")) if source.get("sizeLimit") is not None else 0.0
+        memory = parse_quantity(c.resource_limits().get("memory"))
+        if size <= 0:
+            yield Hit(wl.doc, line_of(source, "medium"), "a memory-backed /dev/shm with no sizeLimit: the tmpfs may "
+                                                         "grow to the pod's memory limit (to the node's memory without "
+                                                         "one), and what it holds counts against the container's "
+                                                         "memory: a full /dev/shm ends in an OOM kill", c.name)
+        elif memory > 0 and size >= memory:
+            yield Hit(wl.doc, line_of(source, "sizeLimit"), f"/dev/shm sizeLimit {source.get('sizeLimit')} is not below "
+                                                            f"the memory limit {c.resource_limits().get('memory')}: "
+                                                            "what /dev/shm holds counts against the container's memory, "
+                                                            "so the container is OOM-killed before /dev/shm is full",
+                      c.name)
 
 
 def _positive_int(value: str | None) -> int | None:
