@@ -404,6 +404,8 @@ class KubeApiServer:
         self.faults: list[Fault] = []
         self._objects: dict[tuple[str, str, str], JSON] = {}  # (plural, namespace or "", name) -> object
         self._rv = 0
+        # paginated lists: continue token -> (the items still to serve, the list's resourceVersion)
+        self._continuations: dict[str, tuple[list[JSON], str]] = {}
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -693,7 +695,35 @@ class KubeApiServer:
 
     # ---- handlers (called with the lock held)
 
+    def expire_continue_tokens(self) -> None:
+        """Every paginated list in progress loses its snapshot, as when etcd compacts past it: the
+        next page asked for answers 410 Expired."""
+        with self._lock:
+            self._continuations.clear()
+
     def _list(self, route: Route) -> tuple[int, JSON]:
+        """A list, paginated like the real server when `limit` is given: every page comes from the
+        snapshot taken by the first (its resourceVersion), `metadata.continue` names the rest, and a
+        continue token whose snapshot is gone answers 410 Expired."""
+        token = route.query.get("continue", "")
+        if token:
+            if token not in self._continuations:
+                raise ApiError(410, "The provided continue parameter is too old to display a consistent list "
+                                    "result. You can start a new list without the continue parameter.", "Expired")
+            items, rv = self._continuations.pop(token)
+        else:
+            items, rv = self._matching(route), str(self._rv)
+        limit = int(route.query.get("limit") or 0)
+        meta: JSON = {"resourceVersion": rv}
+        if 0 < limit < len(items):
+            items, rest = items[:limit], items[limit:]
+            token = uuid.uuid4().hex
+            self._continuations[token] = (rest, rv)
+            meta.update({"continue": token, "remainingItemCount": len(rest)})
+        return 200, {"kind": f"{route.rt.kind}List", "apiVersion": route.rt.api_version, "metadata": meta,
+                     "items": items}
+
+    def _matching(self, route: Route) -> list[JSON]:
         labels = label_selector_matcher(route.query.get("labelSelector", ""))
         fields = field_selector_matcher(route.query.get("fieldSelector", ""))
         items = []
@@ -705,8 +735,7 @@ class KubeApiServer:
                 item.pop("apiVersion", None)  # like the real server: no per-item TypeMeta in lists
                 item.pop("kind", None)
                 items.append(item)
-        return 200, {"kind": f"{route.rt.kind}List", "apiVersion": route.rt.api_version,
-                     "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+        return items
 
     def _read(self, route: Route) -> tuple[int, JSON]:
         return 200, copy.deepcopy(self._get_or_404(route.rt, route.namespace, route.obj_name))

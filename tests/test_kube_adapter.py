@@ -15,6 +15,7 @@ from autoscaler.adapters.kubernetes import (
     KubeClient,
     KubeConflict,
     KubeError,
+    KubeExpired,
     KubeFenced,
     KubeForbidden,
     KubeInvalid,
@@ -282,6 +283,61 @@ def test_snapshot_makes_a_constant_number_of_list_calls(kube_server: KubeApiServ
     assert sorted(r.path for r in kube_server.requests) == [
         "/api/v1/nodes", "/api/v1/pods", "/apis/apps/v1/deployments", "/apis/autoscaling/v2/horizontalpodautoscalers"]
     assert sorted(d.name for d in snap.deployments) == ["elsewhere", "rolling", "vllm"]
+
+
+def _pod_pages(server: KubeApiServer) -> list[dict[str, str]]:
+    return [r.query for r in server.requests if r.path == "/api/v1/pods"]
+
+
+def test_lists_are_read_in_pages_of_one_snapshot(kube_server: KubeApiServer, kubeconfig_path: Path) -> None:
+    seed_cluster(kube_server)  # 7 pods, 6 of them active
+    late = pod("late-1", "llm", labels={"app": "vllm"}, state="ready", node_name="gpu-3", gpus=2)
+    # a pod created while the list is read: after the first page, before the second
+    kube_server.inject_fault("GET", r"^/api/v1/pods$", status=None, after=lambda: kube_server.put(late))
+    with KubeClient.from_environment(kubeconfig=str(kubeconfig_path), list_page_size=2) as client:
+        snap = client.snapshot(["llm"])
+    pages = _pod_pages(kube_server)
+    assert [q["limit"] for q in pages] == ["2", "2", "2"]  # 2 + 2 + 2 of the 6 active pods
+    assert "continue" not in pages[0] and all(q["continue"] for q in pages[1:])
+    assert all(q["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed" for q in pages)
+    # every page from the first page's snapshot: the pod created meanwhile is not half in it
+    assert sorted(p.name for p in snap.pods) == ["train-1", "vllm-a-1", "vllm-a-2", "vllm-a-3", "vllm-a-4"]
+
+
+def test_an_expired_list_is_read_again_whole(kube_server: KubeApiServer, kubeconfig_path: Path) -> None:
+    seed_cluster(kube_server)
+    late = pod("late-1", "llm", labels={"app": "vllm"}, state="ready", node_name="gpu-3", gpus=2)
+
+    def compact() -> None:  # etcd compacts past the first page's snapshot while a pod is created
+        kube_server.put(late)
+        kube_server.expire_continue_tokens()
+
+    kube_server.inject_fault("GET", r"^/api/v1/pods$", status=None, after=compact)
+    with structlog.testing.capture_logs() as logs, \
+            KubeClient.from_environment(kubeconfig=str(kubeconfig_path), list_page_size=2) as client:
+        snap = client.snapshot(["llm"])
+    pages = _pod_pages(kube_server)
+    # page 1, the expired page 2 (410, not retried), then one whole list: never two snapshots mixed
+    assert [("limit" in q, "continue" in q) for q in pages] == [(True, False), (True, True), (False, False)]
+    assert [r.status for r in kube_server.requests if r.path == "/api/v1/pods"] == [200, 410, 200]
+    assert "late-1" in {p.name for p in snap.pods} and len(snap.pods) == 6
+    assert [e["items_read"] for e in logs if e["event"] == "kube_list_expired"] == [2]
+
+
+def test_a_first_page_that_expires_is_an_error(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+    seed_cluster(kube_server)
+    kube_server.inject_fault("GET", r"^/api/v1/nodes$", status=410, reason="Expired")
+    with pytest.raises(KubeExpired):  # no snapshot to fall back from: the tick fails, it does not guess
+        kube_client.snapshot(["llm"])
+
+
+def test_a_repeated_continue_token_ends_the_list(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+    seed_cluster(kube_server)
+    page = json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": [],
+                       "metadata": {"resourceVersion": "1", "continue": "same"}}).encode()
+    kube_server.inject_fault("GET", r"^/api/v1/nodes$", status=200, body=page, times=None)
+    with pytest.raises(KubeServerError, match="continue token repeated"):
+        kube_client.snapshot(["llm"])
 
 
 def read(client: KubeClient, namespace: str = "llm", name: str = "vllm") -> DeploymentInfo:

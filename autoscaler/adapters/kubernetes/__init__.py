@@ -19,6 +19,9 @@ Responses are read as raw JSON (`_preload_content=False`) and converted by the p
 `autoscaler.adapters.kubernetes.objects`, skipping the client's model deserialisation: faster on big pod lists and
 tolerant of fields newer than the client.
 
+Lists are read in pages of `LIST_PAGE_SIZE` (500, as client-go's pager) from one snapshot; when the
+snapshot expires before the last page (410), the list is read again whole, never two snapshots mixed.
+
 Errors: every `ApiException` and urllib3 error becomes a `KubeError` subclass. Transient ones
 (429, 5xx, timeouts, connection errors) are retried with tenacity, through the injectable
 `sleep`; 403/404/409/422 and other 4xx never are (a 401 is tried once more when the token
@@ -45,6 +48,7 @@ from autoscaler.adapters.kubernetes.client import (
 from autoscaler.adapters.kubernetes.errors import (
     KubeConflict,
     KubeError,
+    KubeExpired,
     KubeFenced,
     KubeForbidden,
     KubeInvalid,
@@ -65,6 +69,7 @@ __all__ = [
     "KubeClient",
     "KubeConflict",
     "KubeError",
+    "KubeExpired",
     "KubeFenced",
     "KubeForbidden",
     "KubeInvalid",

@@ -27,6 +27,7 @@ from autoscaler.adapters.kubernetes.errors import (
     RETRYABLE_ERRORS,
     KubeConflict,
     KubeError,
+    KubeExpired,
     KubeFenced,
     KubeNotFound,
     KubeServerError,
@@ -52,6 +53,9 @@ PER_NAMESPACE_LIST_LIMIT = 3
 # Pods are always listed cluster-wide, once: free GPUs on a node depend on every pod bound to
 # it, whatever its namespace. Finished pods hold no resources and are left out server-side.
 ACTIVE_PODS_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# Lists are read in pages of this many objects (client-go's pager uses 500 too), so that a cluster
+# of many thousand pods is neither one huge answer for the API server to build nor one huge body.
+LIST_PAGE_SIZE = 500
 
 _LOG = structlog.get_logger("autoscaler.kube")
 # A try with less time than this left before the Lease could change hands is not started.
@@ -135,8 +139,9 @@ class KubeClient:
                  request_timeout_seconds: float = 10.0, max_retry_after_seconds: float = 10.0,
                  backoff_initial_seconds: float = 0.5, backoff_max_seconds: float = 5.0,
                  clock: Callable[[], float] = time.time, reporting_instance: str | None = None,
-                 token_file: TokenFile | None = None) -> None:
+                 token_file: TokenFile | None = None, list_page_size: int = LIST_PAGE_SIZE) -> None:
         self.api_client = api_client
+        self.list_page_size = max(1, list_page_size)
         self._core = k8s_client.CoreV1Api(api_client)
         self._apps = k8s_client.AppsV1Api(api_client)
         self._autoscaling = k8s_client.AutoscalingV2Api(api_client)
@@ -312,11 +317,35 @@ class KubeClient:
 
     def _list(self, resource: str, namespace: str | None, namespaced_fn: Callable[..., Any],
               all_fn: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
-        if namespace is None:
-            data = self._call(_Op("list", resource), all_fn, **kwargs)
-        else:
-            data = self._call(_Op("list", resource, namespace), namespaced_fn, namespace, **kwargs)
-        return [item for item in data.get("items") or [] if isinstance(item, dict)]
+        """Every object of one list, read in pages of `list_page_size` from one snapshot (the
+        server keeps the continue token's resourceVersion). When that snapshot is gone before the
+        last page (410 Expired), the list is read again whole in one call, as client-go's pager
+        does: never pages of two snapshots mixed."""
+        op = _Op("list", resource, namespace)
+        fn, args = (all_fn, ()) if namespace is None else (namespaced_fn, (namespace,))
+        items: list[Any] = []
+        seen: set[str] = set()
+        token = ""
+        while True:
+            page_kwargs = dict(kwargs, limit=self.list_page_size, **({"_continue": token} if token else {}))
+            try:
+                data = self._call(op, fn, *args, **page_kwargs)
+            except KubeExpired as exc:
+                if not token:
+                    raise
+                _LOG.info("kube_list_expired", resource=resource, namespace=namespace, items_read=len(items),
+                          error=str(exc))
+                items = list(self._call(op, fn, *args, **kwargs).get("items") or [])
+                break
+            items += data.get("items") or []
+            seen.add(token)
+            token = str((data.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
+            if token in seen:  # a server (or proxy) answering the same page again: no end to it
+                raise KubeServerError(f"invalid answer to {op.describe()}: continue token repeated",
+                                      verb=op.verb, resource=resource, namespace=namespace)
+        return [item for item in items if isinstance(item, dict)]
 
     # ---- the cluster view
 

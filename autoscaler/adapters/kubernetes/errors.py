@@ -48,6 +48,11 @@ class KubeInvalid(KubeError):
     """400 / 422: the request itself is wrong."""
 
 
+class KubeExpired(KubeError):
+    """410: the snapshot a paginated list's continue token refers to is gone (compacted): the list
+    has to start again."""
+
+
 class KubeThrottled(KubeError):
     """429: API priority and fairness or a rate limit; `retry_after` in seconds if the server said."""
 
@@ -133,6 +138,8 @@ def translate_error(exc: BaseException, op: _Op) -> KubeError:
             return KubeConflict(f"conflict: {op.describe()}: {server_message}", **ctx)
         if status in (400, 422):
             return KubeInvalid(f"invalid: {op.describe()}: {server_message}", **ctx)
+        if status == 410:
+            return KubeExpired(f"expired: {op.describe()}: {server_message}", **ctx)
         if status == 429:
             return KubeThrottled(f"throttled: {op.describe()}: {server_message}",
                                  retry_after=_retry_after(exc, body), **ctx)
