@@ -64,6 +64,8 @@ class Outputs:
 @click.option("--duration", type=float, default=None, help="Slice length in seconds (default: to the end).")
 @click.option("--dt", type=float, default=None, help="Simulation tick in seconds (default 1).")
 @click.option("--max-replicas", type=int, default=None, help="Every policy's max replicas (default 100).")
+@click.option("--routing", type=click.Choice(["least_outstanding", "random"]), default=None,
+              help="How requests pick a ready pod: the least loaded (default), or at random as a Kubernetes Service does.")
 @click.option("--knobs", "knob_grids", multiple=True, metavar="POLICY=V1,V2,...",
               help="With --sweep: sweep these values for POLICY instead of the protocol's grid (exploration: the "
                    "JSON says preregistered: false); repeat per policy.")
@@ -80,7 +82,7 @@ class Outputs:
 @no_progress_option()
 def simulate(trace_path: str | None, scenario: str | None, profile: str | None, policies: tuple[str, ...],
              rate_scale: float | None, peak_replicas: int | None, start: float | None, duration: float | None,
-             dt: float | None, max_replicas: int | None, knob_grids: tuple[str, ...], sweep: bool, seeds: int | None,
+             dt: float | None, max_replicas: int | None, routing: str | None, knob_grids: tuple[str, ...], sweep: bool, seeds: int | None,
              jobs: int | None, executor: str, output: str, output_file: str | None, json_alias: str | None,
              plot_out: str | None, md_out: str | None, no_progress: bool) -> None:
     """Simulate a vLLM fleet on a real trace under each policy and print the scoreboard."""
@@ -106,7 +108,8 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
     if trace_path and scenario:
         over["trace"] = trace_path
     for key, val in (("profile", profile), ("rate_scale", rate_scale), ("peak_replicas", peak_replicas),
-                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas)):
+                     ("start", start), ("duration", duration), ("dt", dt), ("max_replicas", max_replicas),
+                     ("routing", routing)):
         if val is not None:
             over[key] = val
     if rate_scale is not None:
@@ -162,6 +165,11 @@ def _describe(prep: Prepared) -> str:
             f"peak needs {prep.peak_need} replicas")
 
 
+def _routing(sc: Scenario) -> dict[str, str]:
+    """`routing` for a document's meta when it is not the published runs' least outstanding (absent: that)."""
+    return {} if sc.routing == "least_outstanding" else {"routing": sc.routing}
+
+
 def _write(outputs: list[tuple[str | None, Callable[[Path], object]]]) -> None:
     """Every output given whole, or none of them (`config.atomic.atomic_paths`); their folders
     are made. A write that fails is one line and exit 2."""
@@ -203,7 +211,8 @@ def _single(sc: Scenario, prep: Prepared, outs: Outputs) -> None:
             bar.update(task, completed=1.0)
     meta = {"scenario": sc.name, "trace": prep.trace.describe(), "rate_scale": prep.trace.scale,
             "profile": prep.profile.name, "capacity_rps_per_replica": prep.capacity_rps, "peak_need": prep.peak_need,
-            "slo": sc.slo.as_dict(), "dt_s": sc.dt, "seed": sc.seed, "initial_replicas": prep.cfg.initial_replicas}
+            "slo": sc.slo.as_dict(), "dt_s": sc.dt, "seed": sc.seed, "initial_replicas": prep.cfg.initial_replicas,
+            **_routing(sc)}
     doc = to_json(results, meta)
     if outs.text:
         screen.print(rich_table(results, desc))
@@ -287,7 +296,7 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
     meta = {"trace": prep.trace.describe(), "profile": prep.profile.name, "dt_s": sc.dt,
             "peak_need_seed0": prep.peak_need, "max_replicas": sc.max_replicas, "min_replicas": sc.min_replicas,
             "input_scale": sc.input_scale, "wall_s_total": sum(o.wall_s for o in out.outcomes),
-            "requests_per_seed": {str(o.seed): o.requests for o in out.outcomes}}
+            "requests_per_seed": {str(o.seed): o.requests for o in out.outcomes}, **_routing(sc)}
     doc = sweep_document(sc, protocol, grids, seeds, out, protocol.knobs, preregistered, meta)
     md = sweep_markdown(doc)
     if outs.text:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,7 @@ from autoscaler.sim.oracle import BIN_S, OraclePolicy, need_replicas, work_per_b
 from autoscaler.policy.capacity_table import CAPACITY_TABLE
 from autoscaler.sim.policies import POLICIES, canonical, make_policy, queue_lead_spec
 from autoscaler.sim.profile import Profile, load_profile
+from autoscaler.sim.cluster import Routing
 from autoscaler.sim.runner import RunConfig, RunResult, run
 from autoscaler.sim.stats import Slo
 from autoscaler.sim.traces import MAX_SPAN_S, MaterializedTrace, Trace, open_trace
@@ -218,6 +219,9 @@ class Scenario:
     seed: int = 0  # a sweep replaces it by each seed of the protocol
     slo: SloSpec = SloSpec()
     queue_lead: dict[str, Any] = field(default_factory=dict)  # PolicyParams overrides (exploration only)
+    # how the Service in front of the pods picks one (autoscaler.sim.cluster): "least_outstanding" (the
+    # published runs) or "random" (kube-proxy's pick per connection; the routing-sensitivity runs)
+    routing: str = "least_outstanding"
     policies: tuple[str, ...] = SCOREBOARD  # what a run without --sweep runs; a sweep runs the protocol's
 
     def __post_init__(self) -> None:
@@ -243,6 +247,7 @@ class Scenario:
             ("max_nodes", self.max_nodes, self.max_nodes >= 1, ">= 1"),
             ("max_nodes", self.max_nodes, self.max_nodes <= 100_000, "<= 100000"),
             ("seed", self.seed, 0 <= self.seed < 2**63, "0 .. 2^63 - 1"),
+            ("routing", self.routing, self.routing in ROUTINGS, " or ".join(ROUTINGS)),
         ]
         for key, value, ok, allowed in checks:
             if not ok:
@@ -291,8 +296,9 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "start": (int, float), "duration": (int, float, type(None)), "rate_scale": (int, float, type(None)),
     "peak_replicas": (int, type(None)), "input_scale": (int, float), "dt": (int, float), "min_replicas": (int,),
     "max_replicas": (int,), "max_nodes": (int,), "seed": (int,), "slo": (SloSpec,),
-    "queue_lead": (dict,), "policies": (tuple,),
+    "queue_lead": (dict,), "policies": (tuple,), "routing": (str,),
 }
+ROUTINGS: Final = get_args(Routing)
 
 
 def _check_types(sc: Scenario) -> None:
@@ -395,7 +401,8 @@ def prepare(sc: Scenario) -> Prepared:
     peak_need = max(1, math.ceil(trace.peak_rate() / mu - 1e-9))
     work = work_per_bin(trace, profile)
     cfg = RunConfig(dt=sc.dt, min_replicas=sc.min_replicas, max_replicas=sc.max_replicas, initial_replicas=1,
-                    max_nodes=sc.max_nodes, slo=sc.slo.simulator_slo(), seed=sc.seed)
+                    max_nodes=sc.max_nodes, slo=sc.slo.simulator_slo(), seed=sc.seed,
+                    routing=cast(Routing, sc.routing))
     prep = Prepared(sc, trace, profile, mu, peak_need, work, cfg)
     # Every policy starts from the fleet a controller running before the slice would have: the
     # work heuristic's need at u = 0.85 over the first lead time (node provisioning + model load,

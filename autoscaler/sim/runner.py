@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from autoscaler.baselines.interface import Policy
-from autoscaler.sim.cluster import Cluster
+from autoscaler.sim.cluster import Cluster, Routing
 from autoscaler.sim.profile import Profile
 from autoscaler.sim.startup import StartupMode
 from autoscaler.sim.stats import RequestStats, Slo
@@ -85,6 +85,7 @@ class RunConfig:
     warmup_s: float = 120.0  # no decisions while the fleet fills from empty (policies that read metrics)
     seed: int = 0  # the fleet's random draws (start-up times); same seed, same run
     startup: StartupMode = "random"  # "fixed": the profile's model_load_s / node_provision_s exactly
+    routing: Routing = "least_outstanding"  # "random": a Kubernetes Service's pick (autoscaler.sim.cluster)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def run(trace: Trace, profile: Profile, policy: Policy, cfg: RunConfig, knob: fl
 
     wall0 = _time.perf_counter()
     cl = Cluster(profile, cfg.initial_replicas, max_pods=cfg.max_replicas + 8, min_nodes=cfg.min_nodes,
-                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup)
+                 max_nodes=cfg.max_nodes, scrape_s=cfg.scrape_s, seed=cfg.seed, startup=cfg.startup,
+                 routing=cfg.routing)
     hooks = policy_hooks(policy)
     cl.pod_concurrency_limit = hooks.pod_concurrency_limit
     cl.set_slo_signals(hooks.reads_slo_signals)

@@ -195,7 +195,7 @@ def sweep_markdown(doc: dict[str, Any]) -> str:
                 if doc["policies"].get("static", {}).get("refined") else "")
              + ("" if doc.get("preregistered") else " - NOT PREREGISTERED (exploratory grid or settings)") + ".",
              f"SLO: {_slo_text(doc['slo'])}. Means over seeds, 95 % Student-t intervals in brackets "
-             "(docs/benchmark.md).", "",
+             "(docs/benchmark.md)." + _routing_text(doc.get("meta") or {}), "",
              "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for name, entry in doc["policies"].items():
         p = nearest_point(entry, near)
@@ -208,6 +208,15 @@ def sweep_markdown(doc: dict[str, Any]) -> str:
     lines.append("| lower bound | " + " | ".join(f"{lb[f'{t:g}']:.3g}" for t in targets) + " | - | - | - | - | - |")
     lines += ["", winners_line(doc), ""]
     return "\n".join(lines)
+
+
+def _routing_text(meta: dict[str, Any]) -> str:
+    """The routing, when not the published runs' least outstanding (docs/benchmark.md)."""
+    routing = meta.get("routing", "least_outstanding")
+    if routing == "least_outstanding":
+        return ""
+    return (f" Routing: {routing} (each request to a ready pod drawn at random, as a Kubernetes Service does; "
+            "the published tables route to the least loaded pod).")
 
 
 def _pct(v: dict[str, Any]) -> list[float] | None:

@@ -7,6 +7,7 @@ import json
 import math
 import pickle
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,37 @@ def test_the_protocol_names_scenario_files_that_read_the_repository_traces() -> 
     for path in SCENARIOS.glob("*.yaml"):
         sc = Scenario.load(path)
         assert sc.trace.startswith(str(REPO / "simulations" / "data")), path
+
+
+def test_a_routing_sensitivity_scenario_is_its_evaluation_scenario_routed_at_random() -> None:
+    sensitivity = sorted(SCENARIOS.glob("sensitivity-*-random-routing.yaml"))
+    assert sensitivity
+    for path in sensitivity:
+        sc = Scenario.load(path)
+        base = Scenario.load(SCENARIOS / (path.stem.removeprefix("sensitivity-").removesuffix("-random-routing") + ".yaml"))
+        assert base.name in load_protocol().evaluation and base.routing == "least_outstanding"
+        assert sc.routing == "random" and replace(sc, name=base.name, routing=base.routing) == base, path
+
+
+def test_routing_is_a_scenario_key_with_its_allowed_values(tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text("trace: simulations/data/azure2023-conv-20min.csv\nrouting: round_robin\n")
+    with pytest.raises(ValueError, match=r"routing = 'round_robin' is out of range \(allowed: least_outstanding or random\)"):
+        Scenario.load(p)
+
+
+def test_random_routing_is_said_and_routes_otherwise(tmp_path: Path) -> None:
+    docs = {}
+    for routing in ("least_outstanding", "random"):
+        res = CliRunner().invoke(main, ["simulate", "--scenario", DEMO, "--duration", "240", "--policy", "static",
+                                        "--routing", routing, "--no-progress", "--json", str(tmp_path / f"{routing}.json")])
+        assert res.exit_code == 0, res.output
+        docs[routing] = json.loads((tmp_path / f"{routing}.json").read_text())
+    assert "routing" not in docs["least_outstanding"]["meta"] and docs["random"]["meta"]["routing"] == "random"
+    near, rand = (docs[r]["policies"]["static"] for r in ("least_outstanding", "random"))
+    assert near["requests"] == rand["requests"] and near["gpu_hours"] == rand["gpu_hours"]  # same fleet, same trace
+    # the same pods, unevenly loaded: busier batches on some, a longer TPOT tail, fewer requests within the SLO
+    assert rand["tpot_p99_s"] > near["tpot_p99_s"] and rand["slo_attainment"] < near["slo_attainment"]
 
 
 def test_a_scenario_with_a_knob_grid_is_refused(tmp_path: Path) -> None:
