@@ -1,7 +1,8 @@
 """Merge every published sweep (simulations/results/*.json of the docs/benchmark.md schema) into
 one table, simulations/results/summary.md: per scenario, each policy's node GPU-hours at the
 protocol's attainment targets (means over seeds, 95 % intervals), the lower bound, and the
-ceiling from the start that simulations/results/slo-defaults.json measured (when it is there).
+ceiling from the start that simulations/results/slo-defaults.json measured (when it is there), and
+the routing-sensitivity sweeps of simulations/results/sensitivity beside the published ones.
 
     python simulations/tools/summary.py [--results simulations/results] [--out simulations/results/summary.md]
 
@@ -81,12 +82,49 @@ def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | No
     return "\n".join(lines) + "\n"
 
 
+def routing_sensitivity(folder: Path, docs: list[dict[str, Any]]) -> str:
+    """The routing-sensitivity section: each sweep in `folder` (simulations/results/sensitivity,
+    scenarios `sensitivity-NAME-random-routing`) beside the published sweep of NAME, cost at each
+    target per policy it ran; "" when there is none."""
+    published = {d["scenario"]: d for d in docs}
+    lines: list[str] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        doc = json.loads(path.read_text())
+        base = published.get(str(doc.get("scenario", "")).removeprefix("sensitivity-").removesuffix("-random-routing"))
+        if base is None or (doc.get("meta") or {}).get("routing") != "random":
+            print(f"summary: sensitivity/{path.name}: no published sweep of its scenario, or not routed at random; "
+                  "left out", file=sys.stderr)
+            continue
+        targets = [f"{float(t):g}" for t in doc["slo"]["attainment_targets"]]
+        same = doc["protocol"]["sha256"] == base["protocol"]["sha256"]
+        lines += [f"### {base['scenario']}", "",
+                  f"{len(doc['policies'])} of {len(base['policies'])} policies"
+                  + ("" if same else " (**another protocol than the published sweep's**)") + ".", "",
+                  "| policy | " + " | ".join(f"@{100 * float(t):g} %: least loaded / random" for t in targets) + " |",
+                  "|---|" + "---|" * len(targets)]
+        for name, entry in doc["policies"].items():
+            if name in base["policies"]:
+                lines.append(f"| {name} | " + " | ".join(
+                    f"{cost_cell(base['policies'][name], t)} / {cost_cell(entry, t)}" for t in targets) + " |")
+        lines.append("")
+    if not lines:
+        return ""
+    return "\n".join(["## Routing sensitivity", "",
+                       "The published sweeps send each request to the least loaded ready pod. Here the same "
+                       "scenarios, seeds and grids send it to a ready pod drawn at random, as a Kubernetes Service "
+                       "does (docs/benchmark.md#routing-sensitivity); kpa and ray keep their own routers. Node "
+                       "GPU-hours at each target, least loaded / random.", "", *lines])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--out", type=Path, default=RESULTS / "summary.md")
     args = ap.parse_args(argv)
-    text = markdown(load(args.results), ceilings(args.results), load_protocol().sha256)
+    docs = load(args.results)
+    text = markdown(docs, ceilings(args.results), load_protocol().sha256)
+    extra = routing_sensitivity(args.results / "sensitivity", docs)
+    text += ("\n" + extra) if extra else ""
     with atomic_path(args.out) as tmp:
         tmp.write_text(text)
     print(f"summary: {args.out}")

@@ -199,6 +199,35 @@ def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any],
                                                  "protocol": {**doc["protocol"], "sha256": "0c9f25d149ac" + "0" * 52}}))
     assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
     assert "**Not the current protocol**" in (tmp_path / "summary.md").read_text()
+    assert "Routing sensitivity" not in (tmp_path / "summary.md").read_text()  # no sensitivity sweep
+
+
+def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tuple[dict[str, Any], Path],
+                                                                      tmp_path: Path) -> None:
+    import importlib.util
+
+    doc, _ = swept
+    spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
+    assert spec and spec.loader
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    (tmp_path / "demo.json").write_text(json.dumps({**doc, "preregistered": True}))
+    (tmp_path / "sensitivity").mkdir()
+    routed = json.loads(json.dumps(doc))
+    routed.update(scenario="sensitivity-demo-random-routing", meta={**doc["meta"], "routing": "random"})
+    del routed["policies"]["static"]
+    routed["policies"]["queue-lead"]["cost_at"]["0.9"] = {"mean": 123.0, "ci95": [120.0, 126.0]}
+    (tmp_path / "sensitivity" / "demo-random-routing.json").write_text(json.dumps(routed))
+    # a sweep that is not routed at random is left out
+    (tmp_path / "sensitivity" / "other.json").write_text(json.dumps({**routed, "meta": doc["meta"]}))
+    assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
+    text = (tmp_path / "summary.md").read_text()
+    section = text.split("## Routing sensitivity", 1)[1]
+    assert section.count("### demo") == 1 and "1 of 2 policies." in section
+    row = next(line for line in section.splitlines() if line.startswith("| queue-lead |"))
+    published = tool.cost_cell(doc["policies"]["queue-lead"], "0.9")
+    assert row.startswith(f"| queue-lead | {published} / 123 [120, 126] |")
+    assert "| static |" not in section
 
 
 def test_the_protocol_names_scenario_files_that_read_the_repository_traces() -> None:
