@@ -331,6 +331,15 @@ def test_a_first_page_that_expires_is_an_error(kube_server: KubeApiServer, kube_
         kube_client.snapshot(["llm"])
 
 
+@pytest.mark.parametrize("body", [b"[]", b'{"items": {}}', b'{"items": 5}', b'{"items": [], "metadata": [1]}'])
+def test_an_answer_that_is_no_list_object_is_a_server_error(kube_server: KubeApiServer, kube_client: KubeClient,
+                                                             body: bytes) -> None:
+    seed_cluster(kube_server)
+    kube_server.inject_fault("GET", r"^/api/v1/nodes$", status=200, body=body, times=None)
+    with pytest.raises(KubeServerError, match="not a list object"):  # never a traceback, never a partial view
+        kube_client.snapshot(["llm"])
+
+
 def test_a_repeated_continue_token_ends_the_list(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
     seed_cluster(kube_server)
     page = json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": [],

@@ -335,9 +335,9 @@ class KubeClient:
                     raise
                 _LOG.info("kube_list_expired", resource=resource, namespace=namespace, items_read=len(items),
                           error=str(exc))
-                items = list(self._call(op, fn, *args, **kwargs).get("items") or [])
+                items = self._page_items(op, self._call(op, fn, *args, **kwargs))
                 break
-            items += data.get("items") or []
+            items += self._page_items(op, data)
             seen.add(token)
             token = str((data.get("metadata") or {}).get("continue") or "")
             if not token:
@@ -346,6 +346,18 @@ class KubeClient:
                 raise KubeServerError(f"invalid answer to {op.describe()}: continue token repeated",
                                       verb=op.verb, resource=resource, namespace=namespace)
         return [item for item in items if isinstance(item, dict)]
+
+    @staticmethod
+    def _page_items(op: _Op, data: Any) -> list[Any]:
+        """The `items` of one list answer (null: none); an answer that is no list object is a
+        server error (a proxy's page, say): no partial view."""
+        if not isinstance(data, dict):
+            data = {"items": False}
+        items = [] if data.get("items") is None else data["items"]
+        if not isinstance(items, list) or not isinstance(data.get("metadata") or {}, dict):
+            raise KubeServerError(f"invalid answer to {op.describe()}: not a list object",
+                                  verb=op.verb, resource=op.resource, namespace=op.namespace)
+        return items
 
     # ---- the cluster view
 
