@@ -227,6 +227,8 @@ def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tup
     row = next(line for line in section.splitlines() if line.startswith("| queue-lead |"))
     published = tool.cost_cell(doc["policies"]["queue-lead"], "0.9")
     assert row.startswith(f"| queue-lead | {published} / 123 [120, 126] |")
+    best = max(p["slo_attainment"]["mean"] for p in doc["policies"]["queue-lead"]["points"])
+    assert row.endswith(f" | {100 * best:.2f} / {100 * best:.2f} |")
     assert "| static |" not in section
 
 
@@ -347,6 +349,24 @@ def test_every_published_document_follows_the_schema() -> None:
     for doc in docs:
         validate(doc, schema, schema, doc.get("scenario", "$"))
         assert doc["preregistered"] is True, doc["scenario"]
+
+
+def test_every_routing_sensitivity_document_follows_the_schema_and_routes_only_the_unlimited() -> None:
+    folder = REPO / "simulations" / "results" / "sensitivity"
+    paths = sorted(folder.glob("*-random-routing.json"))
+    if not paths:
+        pytest.skip("no routing-sensitivity sweep published")
+    schema = _schema()
+    for path in paths:
+        doc = json.loads(path.read_text())
+        validate(doc, schema, schema, doc.get("scenario", "$"))
+        assert doc["meta"]["routing"] == "random" and doc["preregistered"] is False, path.name
+        base = json.loads((folder.parent / path.name.replace("-random-routing", "")).read_text())
+        assert doc["protocol"]["sha256"] == base["protocol"]["sha256"], path.name
+        for name, entry in doc["policies"].items():
+            same = [p["per_seed"] for p in entry["points"]] == [p["per_seed"] for p in base["policies"][name]["points"]]
+            # a per-pod limit keeps the policy's own router (kpa: the activator, ray: the handle): the same runs
+            assert same == (name in ("kpa", "ray")), (path.name, name)
 
 
 @pytest.mark.parametrize(("spec", "says"), [
