@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test test-compiled lint prometheus demo experiments tuning bench compiled pure image image-check release clean
+.PHONY: venv test test-compiled lint prometheus demo experiments sensitivity tuning bench compiled pure image image-check release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,7 +69,8 @@ demo: $(DEMO_STAMP)
 
 # The published benchmark (docs/benchmark.md), from a fresh clone: every evaluation scenario of
 # simulations/preregistered.yaml, every policy x its 8 grid points x seeds 0-2 (~2.5 h on 2 cores),
-# then the summary of all scenarios. Tuning traces: `make tuning`.
+# the routing-sensitivity sweeps (~40 min more), then the summary of all scenarios. Tuning traces:
+# `make tuning`.
 EVALUATION := azure-conv azure-code azure-code-long servegen-m-mid-1d servegen-m-small-1d
 TUNING := tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9 tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h tuning-servegen-m-mid-d7-1h
 JOBS ?= 2
@@ -80,7 +81,22 @@ experiments: venv
 			--plot simulations/results/$$s.png || exit 1; \
 	done
 	$(PY) simulations/tools/slo_defaults.py --jobs $(JOBS)
+	$(MAKE) sensitivity
 	$(PY) simulations/tools/summary.py
+
+# The routing-sensitivity sweeps (docs/benchmark.md#routing-sensitivity): an evaluation scenario
+# routed at random. The ServeGen day runs the policies whose routing changes and that reach a
+# target in its published table (kpa and ray keep their own routers: identical runs).
+SENSITIVITY_SUBSET := --policy queue-lead --policy hpa --policy keda --policy kpa-soft --policy aibrix-apa --policy static
+sensitivity: venv
+	for s in azure-conv azure-code servegen-m-mid-1d; do \
+		subset=""; [ $$s = servegen-m-mid-1d ] && subset="$(SENSITIVITY_SUBSET)"; \
+		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/sensitivity-$$s-random-routing.yaml --sweep \
+			--jobs $(JOBS) $$subset \
+			--output-file simulations/results/sensitivity/$$s-random-routing.json \
+			--markdown simulations/results/sensitivity/$$s-random-routing.md \
+			--plot simulations/results/sensitivity/$$s-random-routing.png || exit 1; \
+	done
 
 # The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
 tuning: venv
