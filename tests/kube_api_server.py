@@ -404,7 +404,8 @@ class KubeApiServer:
         self.faults: list[Fault] = []
         self._objects: dict[tuple[str, str, str], JSON] = {}  # (plural, namespace or "", name) -> object
         self._rv = 0
-        # paginated lists: continue token -> (the items still to serve, the list's resourceVersion)
+        # paginated lists: continue token -> (the items still to serve, the list's resourceVersion);
+        # a token can be used again (a retried page) until expire_continue_tokens()
         self._continuations: dict[str, tuple[list[JSON], str]] = {}
         self._lock = threading.RLock()
         self._stopping = threading.Event()
@@ -710,7 +711,7 @@ class KubeApiServer:
             if token not in self._continuations:
                 raise ApiError(410, "The provided continue parameter is too old to display a consistent list "
                                     "result. You can start a new list without the continue parameter.", "Expired")
-            items, rv = self._continuations.pop(token)
+            items, rv = self._continuations[token]
         else:
             items, rv = self._matching(route), str(self._rv)
         limit = int(route.query.get("limit") or 0)
@@ -719,7 +720,9 @@ class KubeApiServer:
             items, rest = items[:limit], items[limit:]
             token = uuid.uuid4().hex
             self._continuations[token] = (rest, rv)
-            meta.update({"continue": token, "remainingItemCount": len(rest)})
+            meta["continue"] = token
+            if not route.query.get("labelSelector") and not route.query.get("fieldSelector"):
+                meta["remainingItemCount"] = len(rest)  # the real server leaves it unset with a selector
         return 200, {"kind": f"{route.rt.kind}List", "apiVersion": route.rt.api_version, "metadata": meta,
                      "items": items}
 

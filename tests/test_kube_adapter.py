@@ -40,6 +40,7 @@ from autoscaler.adapters.kubernetes.objects import (
     rollout_in_progress,
 )
 from autoscaler.policy.types import PodStage, PodStartup
+from autoscaler.adapters.kubernetes import client as client_module
 from tests.conftest_kube import kube_client, kube_server, kube_sleeps, kubeconfig_path  # noqa: F401
 from tests.controller.fakes import ScriptedFence
 from tests.kube_api_server import KubeApiServer, deployment, hpa, node, pod
@@ -340,13 +341,41 @@ def test_an_answer_that_is_no_list_object_is_a_server_error(kube_server: KubeApi
         kube_client.snapshot(["llm"])
 
 
-def test_a_repeated_continue_token_ends_the_list(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+@pytest.mark.parametrize("fresh_tokens", [False, True])
+def test_a_list_that_never_ends_is_an_error(kube_server: KubeApiServer, kubeconfig_path: Path,
+                                            fresh_tokens: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     seed_cluster(kube_server)
-    page = json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": [],
-                       "metadata": {"resourceVersion": "1", "continue": "same"}}).encode()
-    kube_server.inject_fault("GET", r"^/api/v1/nodes$", status=200, body=page, times=None)
-    with pytest.raises(KubeServerError, match="continue token repeated"):
-        kube_client.snapshot(["llm"])
+    monkeypatch.setattr(client_module, "MAX_LIST_PAGES", 5)
+    tokens = iter(range(10**6))
+
+    def page() -> bytes:  # the same token every time, or a new one with every (empty) page
+        token = f"t{next(tokens)}" if fresh_tokens else "same"
+        return json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": [],
+                           "metadata": {"resourceVersion": "1", "continue": token}}).encode()
+
+    fault = kube_server.inject_fault("GET", r"^/api/v1/nodes$", status=200, body=page(), times=None,
+                                     before=lambda: setattr(fault, "body", page()))
+    with KubeClient.from_environment(kubeconfig=str(kubeconfig_path), list_page_size=2) as client, \
+            pytest.raises(KubeServerError, match="continue token repeated or more than 5 pages"):
+        client.snapshot(["llm"])
+    assert len(kube_server.requests_matching("GET", r"^/api/v1/nodes$")) <= 6
+
+
+def test_lists_are_one_call_each_by_default(kube_server: KubeApiServer, kube_client: KubeClient) -> None:
+    seed_cluster(kube_server)
+    kube_client.snapshot(["llm"])  # ConsistentListFromCache serves a whole list from the watch cache
+    assert kube_server.requests and all("limit" not in r.query for r in kube_server.requests)
+
+
+def test_a_gone_that_is_not_an_expired_snapshot_is_a_plain_error(kube_server: KubeApiServer,
+                                                                 kubeconfig_path: Path) -> None:
+    seed_cluster(kube_server)
+    kube_server.inject_fault("GET", r"^/api/v1/pods$", status=None, after=kube_server.expire_continue_tokens)
+    kube_server.inject_fault("GET", r"^/api/v1/pods$", status=410, reason="Gone", times=1)
+    with KubeClient.from_environment(kubeconfig=str(kubeconfig_path), list_page_size=2) as client, \
+            pytest.raises(KubeError) as raised:
+        client.snapshot(["llm"])
+    assert type(raised.value) is KubeError and raised.value.status == 410  # client-go reads only reason Expired
 
 
 def read(client: KubeClient, namespace: str = "llm", name: str = "vllm") -> DeploymentInfo:

@@ -232,6 +232,28 @@ def test_pods_selectors_nodes_hpas(kube_server: KubeApiServer, core: Any) -> Non
     assert info.value.status == 400
 
 
+def test_lists_paginate_from_one_snapshot_like_the_real_server(kube_server: KubeApiServer, core: Any) -> None:
+    kube_server.seed(*(pod(f"p-{i}", "llm", labels={"app": "vllm"}) for i in range(5)))
+    first = core.list_namespaced_pod("llm", limit=2)
+    assert [p.metadata.name for p in first.items] == ["p-0", "p-1"]
+    assert first.metadata.remaining_item_count == 3 and first.metadata._continue
+    kube_server.put(pod("p-5", "llm", labels={"app": "vllm"}))  # after the first page: not in this list
+    token = first.metadata._continue
+    second = core.list_namespaced_pod("llm", limit=2, _continue=token)
+    again = core.list_namespaced_pod("llm", limit=2, _continue=token)  # a retried page: the same answer
+    assert [p.metadata.name for p in second.items] == [p.metadata.name for p in again.items] == ["p-2", "p-3"]
+    assert second.metadata.resource_version == first.metadata.resource_version
+    last = core.list_namespaced_pod("llm", limit=2, _continue=second.metadata._continue)
+    assert [p.metadata.name for p in last.items] == ["p-4"] and not last.metadata._continue
+    # with a selector the real server leaves remainingItemCount unset
+    selected = core.list_namespaced_pod("llm", limit=2, label_selector="app=vllm")
+    assert selected.metadata._continue and selected.metadata.remaining_item_count is None
+    kube_server.expire_continue_tokens()  # etcd compacted past the snapshot
+    with pytest.raises(ApiException) as info:
+        core.list_namespaced_pod("llm", limit=2, _continue=token)
+    assert info.value.status == 410 and status_body(info.value)["reason"] == "Expired"
+
+
 def test_not_found_and_unknown_paths(kube_server: KubeApiServer, apps: Any) -> None:
     with pytest.raises(ApiException) as info:
         apps.read_namespaced_deployment_scale("nope", "llm")

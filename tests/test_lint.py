@@ -275,6 +275,12 @@ def test_a_custom_command_in_the_vllm_image_is_not_judged_on_flags_it_does_not_s
 @pytest.mark.parametrize(("old", "new", "rules"), [
     ("sizeLimit: 2Gi", "sizeLimit: 34Gi", ["VQA021"]),  # as large as the memory limit: OOM kill first
     ("sizeLimit: 2Gi", "sizeLimit: 40Gi", ["VQA021"]),
+    ("sizeLimit: 2Gi", "sizeLimit: 31Gi", ["VQA021"]),  # 3 GiB left for vLLM's own processes
+    ("sizeLimit: 2Gi", "sizeLimit: 30Gi", []),  # 4 GiB left
+    ("sizeLimit: 2Gi", "sizeLimit: 2G", []),  # decimal units are quantities too
+    ("sizeLimit: 2Gi", "sizeLimit: 2GB", ["VQA021"]),  # not a Kubernetes quantity (2G or 2Gi)
+    ("sizeLimit: 2Gi", "sizeLimit: two", ["VQA021"]),
+    ("sizeLimit: 2Gi", "sizeLimit: [1]", ["VQA021"]),
     ("{medium: Memory, sizeLimit: 2Gi}", "{medium: Memory}", ["VQA021"]),  # unbounded
     ("limits: {memory: 34Gi, ", "limits: {", []),  # no memory limit to compare with: a size is enough
     ("{medium: Memory, sizeLimit: 2Gi}", "{sizeLimit: 2Gi}", []),  # on disk: not this rule (one GPU: not VQA006)
@@ -295,8 +301,9 @@ def test_rolling_update_without_room_to_move(rolling: str, rules: list[str]) -> 
     assert GOOD.count(old) == 1
     findings = findings_of(GOOD.replace(old, f"rollingUpdate: {rolling}"))
     assert [f.rule for f in findings] == rules
-    if rolling.endswith("maxUnavailable: 0}") and "maxSurge: 0" in rolling:
-        assert "the API server rejects the Deployment" in findings[0].message
+    if "maxSurge: 0" in rolling or "maxSurge: \"0%\"" in rolling:
+        both_zero = "maxUnavailable: 0}" in rolling or "maxUnavailable: \"0%\"}" in rolling
+        assert both_zero == bool(findings) and all("the API server rejects the Deployment" in f.message for f in findings)
 
 
 def test_time_sliced_gpu_is_shared() -> None:

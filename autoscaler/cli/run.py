@@ -65,6 +65,8 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
               help="Seconds without a renewal after which the leader stops writing (< --lease-duration).")
 @click.option("--retry-period", type=float, default=2.0, show_default=True,
               help="Seconds between two attempts to acquire or renew the Lease (< --renew-deadline).")
+@click.option("--list-page-size", type=click.IntRange(0, 100_000), default=0, show_default=True,
+              help="Read each Kubernetes list in pages of this many objects; 0 = in one answer (docs/scale.md).")
 def run(
     config_path: str,
     prometheus_url: str | None,
@@ -81,6 +83,7 @@ def run(
     lease_duration: int,
     renew_deadline: float,
     retry_period: float,
+    list_page_size: int,
 ) -> None:
     """Run the controller: scale each target Deployment on queue depth and KV-cache usage.
 
@@ -104,7 +107,7 @@ def run(
             click.echo(line, err=True)
         sys.exit(2)
     try:
-        kube = KubeClient.from_environment(kubeconfig=kubeconfig, context=context)
+        kube = KubeClient.from_environment(kubeconfig=kubeconfig, context=context, list_page_size=list_page_size)
     except Exception as exc:  # the kubernetes client raises many types for bad configs
         click.echo(f"cannot configure the Kubernetes client: {exc}", err=True)
         sys.exit(2)

@@ -739,28 +739,38 @@ def _probe_port_mismatch(ctx: LintContext) -> Iterator[Hit]:
                           c.name)
 
 
+# What vLLM's own processes need of a container's memory limit besides /dev/shm, at the least:
+# the API server, the engine core and one worker per GPU, each a Python process with torch and a
+# CUDA context (about a GiB or more each).
+SHM_MEMORY_HEADROOM_BYTES = 4 * 2**30
+
+
 @rule("VQA021", "shm-unbounded", Severity.WARNING,
-      "a memory-backed /dev/shm without a sizeLimit below the container's memory limit",
-      "give the emptyDir a sizeLimit (e.g. 2Gi, as vLLM's Kubernetes guide does) and keep the memory limit above "
-      "the model server's own use plus that size", pitfall=3)
+      "a memory-backed /dev/shm without a sizeLimit, or one that leaves under 4 GiB of the memory limit",
+      "give the emptyDir a sizeLimit (e.g. 2Gi, as vLLM's Kubernetes guide does) and keep the memory limit at "
+      "least 4 GiB above it (vLLM's own processes live in the same limit)", pitfall=3)
 def _shm_unbounded(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
         mount, source = _shm(wl, c)
         if mount is None or source.get("medium") != "Memory":
             continue  # no memory-backed /dev/shm: VQA006's business when it needs one
-        size = parse_quantity(source.get("sizeLimit")) if source.get("sizeLimit") is not None else 0.0
+        raw = source.get("sizeLimit")
+        size = parse_quantity(raw) if raw is not None else 0.0
         memory = parse_quantity(c.resource_limits().get("memory"))
-        if size <= 0:
+        if raw is not None and size <= 0:
+            yield Hit(wl.doc, line_of(source, "sizeLimit"), f"/dev/shm sizeLimit {raw!r} is not a positive quantity "
+                                                            "(e.g. 2Gi): the API server refuses it", c.name)
+        elif raw is None:
             yield Hit(wl.doc, line_of(source, "medium"), "a memory-backed /dev/shm with no sizeLimit: the tmpfs may "
                                                          "grow to the pod's memory limit (to the node's memory without "
                                                          "one), and what it holds counts against the container's "
                                                          "memory: a full /dev/shm ends in an OOM kill", c.name)
-        elif memory > 0 and size >= memory:
-            yield Hit(wl.doc, line_of(source, "sizeLimit"), f"/dev/shm sizeLimit {source.get('sizeLimit')} is not below "
-                                                            f"the memory limit {c.resource_limits().get('memory')}: "
-                                                            "what /dev/shm holds counts against the container's memory, "
-                                                            "so the container is OOM-killed before /dev/shm is full",
-                      c.name)
+        elif memory > 0 and size + SHM_MEMORY_HEADROOM_BYTES > memory:
+            yield Hit(wl.doc, line_of(source, "sizeLimit"), f"/dev/shm sizeLimit {raw} leaves under 4 GiB of the "
+                                                            f"memory limit {c.resource_limits().get('memory')} for vLLM "
+                                                            "itself: what /dev/shm holds counts against the container's "
+                                                            "memory, so the container is OOM-killed before /dev/shm is "
+                                                            "full", c.name)
 
 
 def _positive_int(value: str | None) -> int | None:

@@ -41,9 +41,10 @@ t = 0 were requested before the slice.
 
 Router: least outstanding requests (waiting + running) over ready, non-draining pods, as a
 water-fill per tick; requests wait at the router while no pod is ready. `routing = "random"`
-(not used by any published run; docs/scale-down.md) sends each request to a ready pod drawn at
-random, as a Kubernetes Service does (kube-proxy picks an endpoint per connection), from a
-generator of its own.
+(the routing-sensitivity runs, docs/benchmark.md; docs/scale-down.md) sends each request to a
+ready pod drawn at random, from a generator of its own: a Kubernetes Service at its best
+(kube-proxy picks an endpoint per connection, and a client that reuses connections sends many
+requests to one pod).
 
 Scrape: every `scrape_s` each ready pod's gauges (waiting, running, KV usage), its
 request_success_total and vLLM's token counters and latency histograms (`Engine.counters()`)

@@ -19,8 +19,9 @@ Responses are read as raw JSON (`_preload_content=False`) and converted by the p
 `autoscaler.adapters.kubernetes.objects`, skipping the client's model deserialisation: faster on big pod lists and
 tolerant of fields newer than the client.
 
-Lists are read in pages of `LIST_PAGE_SIZE` (500, as client-go's pager) from one snapshot; when the
-snapshot expires before the last page (410), the list is read again whole, never two snapshots mixed.
+Lists are read in one answer, or in pages of `list_page_size` from one snapshot (docs/scale.md); when
+the snapshot expires before the last page (410 Expired), the list is read again whole, never two
+snapshots mixed.
 
 Errors: every `ApiException` and urllib3 error becomes a `KubeError` subclass. Transient ones
 (429, 5xx, timeouts, connection errors) are retried with tenacity, through the injectable

@@ -53,9 +53,15 @@ PER_NAMESPACE_LIST_LIMIT = 3
 # Pods are always listed cluster-wide, once: free GPUs on a node depend on every pod bound to
 # it, whatever its namespace. Finished pods hold no resources and are left out server-side.
 ACTIVE_PODS_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-# Lists are read in pages of this many objects (client-go's pager uses 500 too), so that a cluster
-# of many thousand pods is neither one huge answer for the API server to build nor one huge body.
-LIST_PAGE_SIZE = 500
+# Lists are read in one answer by default (`list_page_size` 0). Pages (`list_page_size` > 0,
+# client-go's pager uses 500) keep a cluster of many thousand pods from being one huge answer, but
+# where ConsistentListFromCache serves a whole list from the watch cache (Kubernetes 1.31 on) a
+# paginated one is read from etcd on the versions whose cacher delegates a limit or a continue
+# token to storage: more load on etcd, not less. docs/scale.md.
+LIST_PAGE_SIZE = 0
+# Pages of one list at most: a server (or proxy) handing out a new continue token with every page
+# would otherwise keep the tick reading for ever.
+MAX_LIST_PAGES = 10_000
 
 _LOG = structlog.get_logger("autoscaler.kube")
 # A try with less time than this left before the Lease could change hands is not started.
@@ -141,7 +147,7 @@ class KubeClient:
                  clock: Callable[[], float] = time.time, reporting_instance: str | None = None,
                  token_file: TokenFile | None = None, list_page_size: int = LIST_PAGE_SIZE) -> None:
         self.api_client = api_client
-        self.list_page_size = max(1, list_page_size)
+        self.list_page_size = max(0, list_page_size)
         self._core = k8s_client.CoreV1Api(api_client)
         self._apps = k8s_client.AppsV1Api(api_client)
         self._autoscaling = k8s_client.AutoscalingV2Api(api_client)
@@ -317,12 +323,14 @@ class KubeClient:
 
     def _list(self, resource: str, namespace: str | None, namespaced_fn: Callable[..., Any],
               all_fn: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
-        """Every object of one list, read in pages of `list_page_size` from one snapshot (the
-        server keeps the continue token's resourceVersion). When that snapshot is gone before the
-        last page (410 Expired), the list is read again whole in one call, as client-go's pager
-        does: never pages of two snapshots mixed."""
+        """Every object of one list: in one call, or with `list_page_size` > 0 in pages of that
+        many from one snapshot (the server keeps the continue token's resourceVersion). When that
+        snapshot is gone before the last page (410 Expired), the list is read again whole in one
+        call, as client-go's pager does: never pages of two snapshots mixed."""
         op = _Op("list", resource, namespace)
         fn, args = (all_fn, ()) if namespace is None else (namespaced_fn, (namespace,))
+        if not self.list_page_size:
+            return [item for item in self._page_items(op, self._call(op, fn, *args, **kwargs)) if isinstance(item, dict)]
         items: list[Any] = []
         seen: set[str] = set()
         token = ""
@@ -342,9 +350,9 @@ class KubeClient:
             token = str((data.get("metadata") or {}).get("continue") or "")
             if not token:
                 break
-            if token in seen:  # a server (or proxy) answering the same page again: no end to it
-                raise KubeServerError(f"invalid answer to {op.describe()}: continue token repeated",
-                                      verb=op.verb, resource=resource, namespace=namespace)
+            if token in seen or len(seen) >= MAX_LIST_PAGES:  # a server (or proxy) that never ends the list
+                raise KubeServerError(f"invalid answer to {op.describe()}: continue token repeated or more than "
+                                      f"{MAX_LIST_PAGES} pages", verb=op.verb, resource=resource, namespace=namespace)
         return [item for item in items if isinstance(item, dict)]
 
     @staticmethod

@@ -49,8 +49,8 @@ class KubeInvalid(KubeError):
 
 
 class KubeExpired(KubeError):
-    """410: the snapshot a paginated list's continue token refers to is gone (compacted): the list
-    has to start again."""
+    """410 with reason Expired: the snapshot a paginated list's continue token refers to is gone
+    (compacted), and the list has to start again. (Any other 410 is a plain KubeError.)"""
 
 
 class KubeThrottled(KubeError):
@@ -138,7 +138,7 @@ def translate_error(exc: BaseException, op: _Op) -> KubeError:
             return KubeConflict(f"conflict: {op.describe()}: {server_message}", **ctx)
         if status in (400, 422):
             return KubeInvalid(f"invalid: {op.describe()}: {server_message}", **ctx)
-        if status == 410:
+        if status == 410 and reason == "Expired":  # client-go's errors.IsResourceExpired
             return KubeExpired(f"expired: {op.describe()}: {server_message}", **ctx)
         if status == 429:
             return KubeThrottled(f"throttled: {op.describe()}: {server_message}",
