@@ -100,3 +100,18 @@ def test_run_help_lists_the_shadow_run_options() -> None:
     result = cli("run", "--help")
     for option in ("--prometheus-url", "--log-level", "--kubeconfig", "--context", "-o, --output"):
         assert option in result.stdout
+
+
+def test_list_page_size_pages_the_lists_and_decides_the_same(
+    busy_fleet: PrometheusServer, kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    seed_cluster(kube_server)
+    config = write_config(tmp_path / "autoscaler.yaml", DEAD)
+    result = shadow(config, kubeconfig_path, "--prometheus-url", busy_fleet.url, "-o", "json", "--list-page-size", "1")
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)["decisions"]
+    assert (row["current"], row["desired"], row["reason"]) == (2, 4, "scale_up_queue")  # as in one answer
+    pods = [r.query for r in kube_server.requests if r.path == "/api/v1/pods"]
+    assert len(pods) >= 2 and all(q["limit"] == "1" for q in pods) and all(q.get("continue") for q in pods[1:])
+    bad = shadow(config, kubeconfig_path, "--list-page-size", "-1")
+    assert bad.returncode == 2 and "--list-page-size" in bad.stderr and "Traceback" not in bad.stderr
