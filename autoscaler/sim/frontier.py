@@ -26,7 +26,7 @@ Definitions (docs/benchmark.md):
   static fleet, whose cost per fleet is the same on every seed, had a zero-width interval (a
   review's simulation: 4 % coverage of the true cost at 99 %; ~96 % with it). Not covered: the
   choice of envelope points from noisy means, which biases the value low where a grid is flat
-  near the target (docs/benchmark.md); `held_out_shortfalls` measures it, leaving one seed out.
+  near the target (docs/benchmark.md).
   History: before 2026-12-05 the interval came from each seed's own envelope, another statistic,
   which could exclude every seed; briefly the value was the mean of those per-seed envelope costs,
   which lets each seed pick its own knob and is optimistic (a review built three knobs none of
@@ -142,29 +142,3 @@ def cost_at_with_ci(mean_points: Sequence[tuple[float, float]], seed_points: Seq
     ys = [c - slope * (a - target) for c, a in zip(costs, atts)]
     cell = mean_ci(ys, 0.0)
     return cell, ys, atts
-
-
-def held_out_shortfalls(seed_points: Sequence[Sequence[tuple[float, float]]], target: float) -> list[float]:
-    """Leave one seed out: for each seed k, the operating point where the envelope of the other
-    seeds' mean points reaches `target`, and `target` minus seed k's attainment at that same
-    mixture (> 0: the held-out seed falls short). A check of the choice of envelope points from
-    noisy means (docs/benchmark.md); seeds whose others' envelope misses the target give nothing,
-    and so does a grid with fewer than 2 seeds or points with other seeds.
-    `seed_points[k]` are grid point k's per-seed (cost, attainment), in one seed order.
-
-    Worked example: two points, seeds (1, 0.98) / (1, 0.99) / (1, 1.0) and (2, 1.0) x 3, target
-    0.99: without seed 0 the cheap point's mean is 0.995, chosen, and seed 0 falls short by 0.01;
-    without seed 1, 0.99: chosen, seed 1 exactly at it (0); without seed 2, 0.985: the mixture
-    w = (0.99 - 0.985) / (1.0 - 0.985) = 1/3, where seed 2 attains 1.0 (-0.01)."""
-    n = len(seed_points[0]) if seed_points else 0
-    if n < 2 or any(len(p) != n for p in seed_points):
-        return []
-    out: list[float] = []
-    for k in range(n):
-        means = [(sum(c for s, (c, _) in enumerate(p) if s != k) / (n - 1),
-                  sum(a for s, (_, a) in enumerate(p) if s != k) / (n - 1)) for p in seed_points]
-        op = operating_point(means, target)
-        if op is not None:
-            i, j, w = op
-            out.append(target - ((1 - w) * seed_points[i][k][1] + w * seed_points[j][k][1]))
-    return out

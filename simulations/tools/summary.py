@@ -20,7 +20,6 @@ from typing import Any
 
 from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.experiment import load_protocol
-from autoscaler.sim.frontier import held_out_shortfalls
 from autoscaler.sim.scoreboard import cost_cell, winners_line
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -37,33 +36,6 @@ def load(results: Path) -> list[dict[str, Any]]:
         else:
             docs.append(doc)
     return docs
-
-
-def shortfalls(doc: dict[str, Any]) -> list[tuple[float, str, str, int]]:
-    """Leave one seed out, every policy and target of a sweep (`frontier.held_out_shortfalls`):
-    (the mean shortfall over the held-out seeds, policy, target, how many seeds)."""
-    out: list[tuple[float, str, str, int]] = []
-    for name, entry in doc["policies"].items():
-        seed_points = [list(zip(p["per_seed"]["gpu_hours_nodes"], p["per_seed"]["slo_attainment"]))
-                       for p in entry["points"]]
-        for t in doc["slo"]["attainment_targets"]:
-            values = held_out_shortfalls(seed_points, float(t))
-            if values:
-                out.append((sum(values) / len(values), name, f"{float(t):g}", len(values)))
-    return out
-
-
-def selection_line(doc: dict[str, Any]) -> str:
-    """One line: how far held-out seeds fall short of the target, on average, at the operating
-    point chosen on the other seeds' means: the bias of choosing envelope points from noisy means
-    (docs/benchmark.md#what-a-table-says)."""
-    found = shortfalls(doc)
-    if not found:
-        return ""
-    worst, name, t, _ = max(found)
-    return (f"Leave one seed out: at the operating point chosen on the other seeds' means, the held-out seeds "
-            f"fall short of the target by {100 * worst:.2f} points at most on average ({name} at "
-            f"{100 * float(t):g} %; {len(found)} policy-target pairs): docs/benchmark.md#what-a-table-says.")
 
 
 def ceilings(results: Path) -> dict[str, dict[str, Any]]:
@@ -100,8 +72,6 @@ def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | No
         lb = doc["lower_bound"]["cost_at"]
         lines.append("| lower bound | " + " | ".join(f"{lb[t]:.3g}" for t in targets) + " |")
         lines += ["", winners_line(doc), ""]
-        line = selection_line(doc)
-        lines += [line, ""] if line else []
         top = (ceiling or {}).get(doc["scenario"])
         if top is not None:
             ci = top.get("ci95")

@@ -6,15 +6,7 @@ import math
 
 import pytest
 
-from autoscaler.sim.frontier import (
-    cost_at,
-    cost_at_with_ci,
-    envelope,
-    half_width,
-    held_out_shortfalls,
-    mean_ci,
-    t975,
-)
+from autoscaler.sim.frontier import cost_at, cost_at_with_ci, envelope, half_width, mean_ci, t975
 
 POINTS = [(1.0, 0.80), (2.0, 0.95), (1.5, 0.70), (3.0, 0.99), (4.0, 0.985)]
 
@@ -105,14 +97,3 @@ def test_intervals_are_clipped_to_the_quantity_range() -> None:
     got = mean_ci([0.99, 1.0], 0.0, 1.0)
     assert got["mean"] == pytest.approx(0.995)
     assert got["ci95"] == pytest.approx([0.995 - 12.706 * 0.005, 1.0])
-
-
-def test_leave_one_seed_out_scores_the_chosen_operating_point_on_the_held_out_seed() -> None:
-    # the docstring's example: seed 0 short by 0.01, seed 1 exactly at the target, seed 2 above it
-    seeds = [[(1.0, 0.98), (1.0, 0.99), (1.0, 1.0)], [(2.0, 1.0), (2.0, 1.0), (2.0, 1.0)]]
-    assert held_out_shortfalls(seeds, 0.99) == pytest.approx([0.01, 0.0, -0.01])
-    # at 0.999 each choice is a mixture: without seed 0, w = (0.999 - 0.995) / 0.005 = 0.8, where seed 0
-    # attains 0.2 x 0.98 + 0.8 x 1.0 = 0.996; without seed 2, w = 0.014 / 0.015, seed 2 attains 1.0
-    assert held_out_shortfalls(seeds, 0.999) == pytest.approx([0.003, 0.0, -0.001])
-    assert held_out_shortfalls(seeds[:1], 0.999) == []  # no envelope reaches it: nothing to score
-    assert held_out_shortfalls([[(1.0, 0.99)]], 0.9) == []  # one seed: nothing held out
