@@ -306,6 +306,57 @@ def test_rolling_update_without_room_to_move(rolling: str, rules: list[str]) -> 
         assert both_zero == bool(findings) and all("the API server rejects the Deployment" in f.message for f in findings)
 
 
+PDB = """---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: qwen3-8b, namespace: llm}}
+spec:
+  {budget}
+  selector: {{matchLabels: {{app: {app}}}}}
+"""
+
+
+@pytest.mark.parametrize(("budget", "app", "extra", "rules"), [
+    ("maxUnavailable: 0", "qwen3-8b", "", ["VQA022"]),
+    ('maxUnavailable: "0%"', "qwen3-8b", "", ["VQA022"]),
+    ('minAvailable: "100%"', "qwen3-8b", "", ["VQA022"]),
+    ("minAvailable: 1", "qwen3-8b", "", ["VQA022"]),  # one replica (the default), one must stay
+    ("minAvailable: 1", "qwen3-8b", "replicas: 2", []),  # one of two may go
+    ("maxUnavailable: 1", "qwen3-8b", "", []),
+    ("maxUnavailable: 0", "other", "", []),  # selects other pods
+    ("maxUnavailable: 0", "{}", "", ["VQA022"]),  # policy/v1: an empty selector selects every pod of the namespace
+    # scaled by an HPA: its replicas move, so an absolute minAvailable is not judged; 0 % still is
+    ("minAvailable: 1", "qwen3-8b", "hpa", []),
+    ("maxUnavailable: 0", "qwen3-8b", "hpa", ["VQA022"]),
+])
+def test_a_disruption_budget_that_allows_no_eviction(budget: str, app: str, extra: str, rules: list[str]) -> None:
+    text = GOOD + PDB.format(budget=budget, app=app)
+    if app == "{}":
+        text = text.replace("selector: {matchLabels: {app: {}}}", "selector: {}")
+        assert "selector: {}" in text
+    if extra.startswith("replicas"):
+        text = text.replace("spec:\n  selector:\n    matchLabels: {app: qwen3-8b}", f"spec:\n  {extra}\n  selector:\n"
+                            "    matchLabels: {app: qwen3-8b}", 1)
+        assert extra in text
+    if extra == "hpa":
+        text += textwrap.dedent("""\
+            ---
+            apiVersion: autoscaling/v2
+            kind: HorizontalPodAutoscaler
+            metadata: {name: qwen3-8b, namespace: llm}
+            spec:
+              scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: qwen3-8b}
+              minReplicas: 1
+              maxReplicas: 4
+              metrics:
+                - type: Pods
+                  pods:
+                    metric: {name: vllm_num_requests_waiting}
+                    target: {type: AverageValue, averageValue: "5"}
+            """)
+    assert sorted(f.rule for f in findings_of(text)) == rules
+
+
 def test_time_sliced_gpu_is_shared() -> None:
     shared = GOOD.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu.shared: "1"')
     (finding,) = findings_of(shared)

@@ -773,6 +773,46 @@ def _shm_unbounded(ctx: LintContext) -> Iterator[Hit]:
                                                             "full", c.name)
 
 
+def _blocks_every_eviction(pdb: YMap, replicas: int | None) -> str | None:
+    """Why a PodDisruptionBudget spec allows no eviction at all, or None. `replicas`: the
+    workload's fixed replica count (None when an autoscaler moves it)."""
+    unavailable, available = pdb.get("maxUnavailable"), pdb.get("minAvailable")
+    if unavailable in _ZERO:
+        return f"maxUnavailable {unavailable}"
+    if available == "100%":
+        return "minAvailable 100%"
+    if replicas is not None and isinstance(available, int) and not isinstance(available, bool) and available >= replicas:
+        return f"minAvailable {available} with {replicas} replica(s)"
+    return None
+
+
+@rule("VQA022", "pdb-blocks-eviction", Severity.WARNING,
+      "a PodDisruptionBudget that lets no pod of a vLLM workload be evicted",
+      "allow one disruption (maxUnavailable: 1); to keep capacity through a drain, raise min replicas instead")
+def _pdb_blocks_eviction(ctx: LintContext) -> Iterator[Hit]:
+    for pdb in (d for d in ctx.documents if d.kind == "PodDisruptionBudget"):
+        spec = _ymap(pdb.data.get("spec"))
+        raw = spec.get("selector")
+        selector = LabelSelector.from_object(_ymap(raw))
+        # policy/v1: a null selector selects no pod, an empty one ({}) every pod of the namespace;
+        # policy/v1beta1: an empty one selects none
+        if not isinstance(raw, YMap) or (selector.is_empty and pdb.data.get("apiVersion") != "policy/v1"):
+            continue
+        for wl in ctx.vllm_workloads:
+            labels = {str(k): str(v) for k, v in _ymap(_ymap(wl.template.get("metadata")).get("labels")).items()}
+            if not _same_namespace(pdb.namespace, wl.namespace) or not selector.matches(labels):
+                continue
+            autoscaled = ctx.hpas_of(wl) or (wl.kind == "Deployment" and ctx.controller_target(wl.namespace, wl.name))
+            fixed = wl.spec.get("replicas", 1)
+            replicas = None if autoscaled or not isinstance(fixed, int) or isinstance(fixed, bool) else fixed
+            why = _blocks_every_eviction(spec, replicas)
+            if why is not None:
+                key = "maxUnavailable" if "maxUnavailable" in spec else "minAvailable"
+                yield Hit(pdb, spec.line_of(key), f"{why} for the pods of {wl.kind} {wl.name}: no pod may be "
+                                                  "evicted, so a node drain (a node upgrade, the cluster autoscaler "
+                                                  "removing an idle GPU node) waits for ever")
+
+
 def _positive_int(value: str | None) -> int | None:
     try:
         n = int(str(value))
