@@ -322,6 +322,8 @@ spec:
     ('minAvailable: "100%"', "qwen3-8b", "", ["VQA022"]),
     ("minAvailable: 1", "qwen3-8b", "", ["VQA022"]),  # one replica (the default), one must stay
     ("minAvailable: 1", "qwen3-8b", "replicas: 2", []),  # one of two may go
+    ('minAvailable: "50%"', "qwen3-8b", "", ["VQA022"]),  # 50 % of one pod, rounded up: 1
+    ('minAvailable: "50%"', "qwen3-8b", "replicas: 2", []),  # 1 of 2
     ("maxUnavailable: 1", "qwen3-8b", "", []),
     ("maxUnavailable: 0", "other", "", []),  # selects other pods
     ("maxUnavailable: 0", "{}", "", ["VQA022"]),  # policy/v1: an empty selector selects every pod of the namespace

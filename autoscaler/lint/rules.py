@@ -8,6 +8,7 @@ into `Finding`s with the rule's id, severity and fix. Ids are never reused or re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -781,8 +782,14 @@ def _blocks_every_eviction(pdb: YMap, replicas: int | None) -> str | None:
         return f"maxUnavailable {unavailable}"
     if available == "100%":
         return "minAvailable 100%"
-    if replicas is not None and isinstance(available, int) and not isinstance(available, bool) and available >= replicas:
+    if replicas is None or isinstance(available, bool):
+        return None
+    if isinstance(available, int) and available >= replicas:
         return f"minAvailable {available} with {replicas} replica(s)"
+    percent = str(available).rstrip("%") if isinstance(available, str) and available.endswith("%") else None
+    if percent is not None and percent.isdigit() and math.ceil(int(percent) * replicas / 100) >= replicas:
+        # Kubernetes rounds a percentage of minAvailable up
+        return f"minAvailable {available} with {replicas} replica(s) (rounded up: {replicas})"
     return None
 
 
