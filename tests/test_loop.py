@@ -155,7 +155,7 @@ def test_prometheus_down_holds_and_says_so(
     # nothing listens on port 9 of loopback (discard): connection refused
     config = write_config(tmp_path / "autoscaler.yaml", "http://127.0.0.1:9")
     result = run_cli("run", "--once", "--config", str(config), "--kubeconfig", str(kubeconfig_path))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # --once: Prometheus not read is a failed tick
     lines = [json.loads(x) for x in result.stderr.splitlines() if x.startswith("{")]
     assert any(x["event"] == "metrics_unreadable" for x in lines)
     [line] = decision_lines(result.stderr)

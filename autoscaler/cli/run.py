@@ -47,7 +47,7 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--dry-run", is_flag=True, help="Decide and log, never patch. Also shadows Deployments an HPA scales.")
 @click.option("--once", is_flag=True, help="Run one tick, print the decisions on stdout and exit (1 if a target "
-                                           "failed); the log goes to stderr.")
+                                           "or Prometheus could not be read); the log goes to stderr.")
 @output_option(TEXT, JSON)
 @click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True,
               help="Least severe log line written.")
@@ -159,7 +159,7 @@ def run(
                 print_json(outcomes_json(outcomes, dry_run))
             else:
                 print_outcomes(outcomes, dry_run)
-            sys.exit(1 if any(o.action == "error" for o in outcomes) else 0)
+            sys.exit(1 if any(o.action == "error" or o.metrics_error for o in outcomes) else 0)
         run_forever(controller, stop)
     finally:
         stop.set()
@@ -197,7 +197,8 @@ def outcomes_json(outcomes: list[TargetOutcome], dry_run: bool) -> dict[str, Any
     for o in outcomes:
         d = o.decision
         rows.append({
-            "namespace": o.namespace, "deployment": o.deployment, "action": o.action, "error": o.error,
+            "namespace": o.namespace, "deployment": o.deployment, "action": o.action,
+            "error": o.error or o.metrics_error,
             "current": d.current_replicas if d else None, "desired": d.desired_replicas if d else None,
             "reason": d.reason.value if d else None, "clamp": d.clamp.value if d and d.clamp else None,
             "values": d.values.as_dict() if d else None, "sources": o.sources,
@@ -215,6 +216,8 @@ def print_outcomes(outcomes: list[TargetOutcome], dry_run: bool) -> None:
         d = o.decision
         annotated = sorted(k for k, source in o.sources.items() if source == "annotation")
         action = o.action + (f" (annotated: {', '.join(annotated)})" if annotated else "")
+        if o.metrics_error:
+            action += f" (error: {o.metrics_error})"
         if d is None:  # paused, disabled (scaled to 0), or an error before deciding
             table.add_row(f"{o.namespace}/{o.deployment}", *["-"] * 9,
                           f"error: {o.error}" if o.action == "error" else action)

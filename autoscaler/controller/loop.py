@@ -82,6 +82,8 @@ class TargetOutcome:
     error: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
     """The policy keys not at their built-in default -> where their value came from."""
+    metrics_error: str | None = None
+    """Why Prometheus could not be read this tick (the decision held on missing data), if it could not."""
 
 
 def default_prometheus_factory(settings: PrometheusSettings) -> PrometheusSource:
@@ -234,7 +236,7 @@ class Controller:
                           selector=config.target_selector.to_string() if config.target_selector else None)
             self.ticks_ok += 1
             return []
-        metrics = self._fetch_metrics(config, targets, now)
+        metrics, metrics_error = self._fetch_metrics(config, targets, now)
         leading = self._leading()
         if leading and not self._led:
             self._stored = None  # just started leading: the previous leader may have written it
@@ -253,6 +255,8 @@ class Controller:
                 )
         self._persist_state()
         self.ticks_ok += 1
+        if metrics_error is not None:  # every pod reads as absent: say why, not only "unhealthy"
+            outcomes = [dataclasses.replace(o, metrics_error=metrics_error) for o in outcomes]
         return outcomes
 
     def _reload_config(self) -> None:
@@ -277,16 +281,18 @@ class Controller:
 
     def _fetch_metrics(
         self, config: AutoscalerConfig, targets: list[TargetConfig], now: float
-    ) -> Mapping[tuple[str, str], PodMetrics] | None:
+    ) -> tuple[Mapping[tuple[str, str], PodMetrics] | None, str | None]:
+        """(the pods' metrics, None), or (None, why Prometheus could not be read): every target
+        then decides on missing data, which holds."""
         try:
             source = self._source(config.controller.prometheus)
             return source.fetch(sorted({t.namespace for t in targets}), now=now,
-                                budget_seconds=config.controller.tick_seconds)
+                                budget_seconds=config.controller.tick_seconds), None
         except (PrometheusError, OSError, ValueError, TypeError) as exc:  # bad token file, TLS options...
             self.log.error("metrics_unreadable", error=str(exc), error_type=type(exc).__name__)
             for t in targets:
                 self.metrics.errors.labels(t.namespace, t.deployment, "prometheus").inc()
-            return None
+            return None, f"Prometheus unreadable: {' '.join(str(exc).split())[:300]}"
 
     def _source(self, settings: PrometheusSettings) -> PrometheusSource:
         if self._prometheus is None or settings != self._prometheus_settings:

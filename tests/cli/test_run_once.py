@@ -51,14 +51,35 @@ def test_prometheus_url_overrides_the_config_and_json_is_on_stdout(
 def test_without_the_override_the_config_url_is_used(
     kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
 ) -> None:
-    """The counterpart: the dead URL of the config holds (so the test above read the override)."""
+    """The counterpart: the dead URL of the config holds (so the test above read the override).
+    A Prometheus that does not answer is said so, apart from one that answers without the pods'
+    series (the try-it page's label check), and `--once` exits 1, as for a target not read."""
     seed_cluster(kube_server)
     config = write_config(tmp_path / "autoscaler.yaml", DEAD)
     result = shadow(config, kubeconfig_path, "-o", "json")
+    assert result.returncode == 1, result.stderr
+    [row] = json.loads(result.stdout)["decisions"]
+    assert (row["desired"], row["reason"], row["action"]) == (2, "hold_metrics_unhealthy", "dry_run")
+    assert row["error"].startswith("Prometheus unreadable: ") and "\n" not in row["error"]
+    assert any(x["event"] == "metrics_unreadable" for x in log_lines(result.stderr))
+    table = shadow(config, kubeconfig_path)
+    assert table.returncode == 1
+    [line] = [x for x in table.stdout.splitlines() if f"{NS}/{NAME}" in x]
+    assert "hold_metrics_unhealthy" in line and "error: Prometheus" in line
+
+
+def test_a_prometheus_without_the_pods_series_is_no_error(
+    kube_server: KubeApiServer, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    """Prometheus answers and holds nothing for the pods: a hold on missing data, exit 0, no error
+    (what the try-it page sends to the label check)."""
+    seed_cluster(kube_server)
+    with PrometheusServer(tmp_path / "prom", targets=[]) as empty:
+        config = write_config(tmp_path / "autoscaler.yaml", empty.url)
+        result = shadow(config, kubeconfig_path, "-o", "json")
     assert result.returncode == 0, result.stderr
     [row] = json.loads(result.stdout)["decisions"]
-    assert (row["desired"], row["reason"]) == (2, "hold_metrics_unhealthy")
-    assert any(x["event"] == "metrics_unreadable" for x in log_lines(result.stderr))
+    assert (row["reason"], row["error"]) == ("hold_metrics_unhealthy", None)
 
 
 def test_table_on_stdout_log_on_stderr_and_log_level(
