@@ -16,7 +16,7 @@ import importlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -133,6 +133,36 @@ def check_output_suffix(flag: str, path: str | None, suffix: str) -> None:
     by it): the name alone, before any other input is looked at. One line, exit 2."""
     if path is not None and path != STDOUT and Path(path).suffix.lower() != suffix:
         fail(f"{flag} {path}: must end in {suffix}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same path once resolved, or (both existing) one inode
+    (a hard link, a bind mount)."""
+    try:
+        if Path(a).resolve() == Path(b).resolve():
+            return True
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte: another check says so
+        return False
+
+
+def check_distinct_paths(outputs: Sequence[tuple[str, str | None]],
+                         inputs: Sequence[tuple[str, str | None]] = ()) -> None:
+    """Refuse, before any work, an output that is also another output (one would be lost) or an
+    input (it would be overwritten by what was read from it). `(flag, path)` pairs; None and `-`
+    (stdout) are skipped. One line, exit 2.
+
+    Worked example: `replay --metrics rec.jsonl.gz --output-file rec.jsonl.gz` -> "--output-file
+    rec.jsonl.gz: is also --metrics, which it would overwrite"."""
+    outs = [(f, p) for f, p in outputs if p is not None and p != STDOUT]
+    ins = [(f, p) for f, p in inputs if p is not None and p != STDOUT]
+    for n, (flag, path) in enumerate(outs):
+        for other, other_path in outs[:n]:
+            if _same_file(path, other_path):
+                fail(f"{other} and {flag} are the same file: {path}")
+        for other, other_path in ins:
+            if _same_file(path, other_path):
+                fail(f"{flag} {path}: is also {other}, which it would overwrite")
 
 
 def check_output_path(flag: str, path: str | None, suffix: str | None = None, make_folder: bool = False) -> None:

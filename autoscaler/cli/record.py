@@ -15,7 +15,7 @@ from types import FrameType
 import click
 
 from autoscaler.cli.errors import fail
-from autoscaler.cli.output import no_progress_option
+from autoscaler.cli.output import check_output_path, no_progress_option
 from autoscaler.cli.values import parse_duration, parse_target, parse_time
 
 MAX_STEPS = 5_000_000
@@ -65,11 +65,11 @@ def record(
             raise ValueError("--rate-window must be a whole number of seconds >= 1")
         end = parse_time(end_text) if end_text else math.floor(time.time() / step_seconds) * step_seconds
         start = parse_time(start_text) if start_text else end - parse_duration(since)
-        if end < start:
-            raise ValueError("--end is before --start")
         for flag, value in (("--end", end), ("--start", start)):  # --start may derive from --end
             if not 0.0 <= value <= MAX_TIMESTAMP:
                 raise ValueError(f"{flag} {value!r}: must be a time from 1970 to 9999")
+        if end < start:
+            raise ValueError("--end is before --start")
         if (end - start) / step_seconds + 1 > MAX_STEPS:
             raise ValueError(f"--step {step}: {(end - start) / step_seconds + 1:.3g} steps from --start to --end "
                              f"(allowed: at most {MAX_STEPS:,}): a larger --step or a shorter window")
@@ -77,8 +77,12 @@ def record(
             raise ValueError(f"--timeout {timeout_seconds!r}: must be > 0 and <= 3600 seconds")
         token = None
         if bearer_token_file:
-            with open(bearer_token_file, encoding="utf-8") as fh:
-                token = fh.read(MAX_TOKEN_CHARS + 1).strip()  # not the whole of /dev/zero
+            try:
+                with open(bearer_token_file, encoding="utf-8") as fh:
+                    token = fh.read(MAX_TOKEN_CHARS + 1).strip()  # not the whole of /dev/zero
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"--bearer-token-file {bearer_token_file}: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from exc
             if len(token) > MAX_TOKEN_CHARS:
                 raise ValueError(f"--bearer-token-file {bearer_token_file}: longer than {MAX_TOKEN_CHARS:,} characters")
         source = PrometheusSource(
@@ -87,6 +91,7 @@ def record(
         )
     except (ValueError, OSError) as exc:
         fail(str(exc))
+    check_output_path("--out", out)  # before the queries, not after them
 
     def progress(done: int, total: int) -> None:
         if not quiet:
@@ -102,6 +107,10 @@ def record(
                 step_seconds=step_seconds, pod_regex=pod_regex, rate_window_seconds=int(window),
                 prometheus_url=repr(source).split("url=")[1].split(",")[0].strip("'"), progress=progress,
             )
+        if not any(s.pods for s in steps):
+            fail(f"no pod of {namespace}/{deployment} in Prometheus from {start:.0f} to {end:.0f} "
+                 f"(pods matching {header.metadata.get('pod_regex', '?')!r}): {out} not written; "
+                 "check --target, --pod-regex and the namespace and pod labels of the vLLM series")
         n = write_recording(out, header, steps)
     except PrometheusError as exc:
         fail(f"Prometheus: {exc}")

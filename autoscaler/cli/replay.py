@@ -7,7 +7,6 @@ line `error: ...` to stderr and exits 2.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from autoscaler.cli.errors import fail
 from autoscaler.cli.output import (
     JSON,
     TEXT,
+    check_distinct_paths,
     check_output_path,
     console,
     finite,
@@ -66,8 +66,9 @@ def replay(
     fmt, json_out = resolve_output_file(output, output_file, json_alias)
     check_output_path("--output-file", json_out)
     check_output_path("--plot", plot_out, ".png")
-    if json_out and plot_out and os.path.abspath(json_out) == os.path.abspath(plot_out):
-        fail(f"--output-file and --plot are the same file: {json_out}")
+    check_distinct_paths([("--output-file", json_out), ("--plot", plot_out)],
+                         [("--metrics", metrics), ("--closed-loop", recorded_policy), ("--profile", profile_name)]
+                         + [("--config", c) for c in configs])
     if plot_out:
         require_extra("matplotlib", "replay", "--plot")
     if recorded_policy is not None:

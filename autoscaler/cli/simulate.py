@@ -17,6 +17,7 @@ from autoscaler.cli.errors import fail
 from autoscaler.cli.output import (
     JSON,
     TEXT,
+    check_distinct_paths,
     check_output_path,
     check_output_suffix,
     console,
@@ -125,6 +126,8 @@ def simulate(trace_path: str | None, scenario: str | None, profile: str | None, 
         prep = prepared_for(sc, sc.seed)  # kept: a sweep's forked workers start with it
     except (ValueError, OSError) as exc:  # a bad range, trace file or slice: one line, nothing written
         fail(str(exc))
+    check_distinct_paths([("--output-file", json_out), ("--markdown", md_out), ("--plot", plot_out)],
+                         [("--scenario", scenario), ("--trace", sc.trace), ("--profile", profile)])
     for flag, path, suffix in (("--output-file", json_out, None), ("--markdown", md_out, None),
                                ("--plot", plot_out, ".png")):
         # once every other input is known good, before the run (not after it): folders made now
