@@ -89,6 +89,8 @@ def replay(
         if not ns or not name:
             raise RecordingError(f"{metrics}: the recording names no target: pass --target NAMESPACE/DEPLOYMENT")
         policies = [check_baseline(c, load_policy(c, ns, name)) for c in configs]
+        closed_inputs = (_closed_loop_inputs(recording, recorded_policy, configs, ns, name, profile_name, seed)
+                         if recorded_policy is not None else None)  # checked before any work is shown
         screen = console()
         replays = []
         show = not no_progress and len(recording.steps) >= 20_000
@@ -109,9 +111,8 @@ def replay(
     if text:
         print_report(screen, recording, replays, summaries, limit)
     closed: dict[str, Any] | None = None
-    if recorded_policy is not None:
-        closed = _closed_loop(screen if text else None, recording, recorded_policy, configs, ns, name, profile_name,
-                              seed)
+    if closed_inputs is not None:
+        closed = _closed_loop(screen if text else None, recording, closed_inputs, profile_name, seed)
     doc: dict[str, Any] | None = None
     if json_out or not text:
         doc = to_json(recording, replays, summaries)
@@ -180,15 +181,14 @@ def _check_rebuilt_demand(recording: Any, seed: int) -> None:
             fail(f"--closed-loop: the recording's mean {what} length is {mean:.3g} tokens (allowed: 0 .. {MAX_TOKENS:,})")
 
 
-def _closed_loop(screen: Any, recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
-                 profile_name: str, seed: int) -> dict[str, Any]:
-    from rich.table import Table
-
+def _closed_loop_inputs(recording: Any, recorded: str, candidates: tuple[str, ...], ns: str, name: str,
+                        profile_name: str, seed: int) -> tuple[Any, list[Any], Any]:
+    """(the recorded policy, the candidates, the fleet profile) of `--closed-loop`, each checked
+    before the open-loop replay runs or prints anything: a bad one is one line, exit 2."""
     from autoscaler.replay.format import RecordingError
     from autoscaler.replay.open_loop import load_policy
 
     try:
-        from autoscaler.sim.counterfactual import counterfactual
         from autoscaler.sim.profile import load_profile
     except ImportError as exc:
         fail(f"--closed-loop needs the simulator's dependencies (numpy): {exc}")
@@ -202,6 +202,16 @@ def _closed_loop(screen: Any, recording: Any, recorded: str, candidates: tuple[s
         profile = load_profile(profile_name)
     except (OSError, ValueError, KeyError) as exc:
         fail(f"--profile {profile_name}: {exc}")
+    return base, cands, profile
+
+
+def _closed_loop(screen: Any, recording: Any, inputs: tuple[Any, list[Any], Any], profile_name: str,
+                 seed: int) -> dict[str, Any]:
+    from rich.table import Table
+
+    from autoscaler.sim.counterfactual import counterfactual
+
+    base, cands, profile = inputs
     out = counterfactual(recording, base, cands, profile, seed=seed)
     out.pop("results")
     if screen is None:  # -o json: the counterfactual is in the document

@@ -99,3 +99,14 @@ def test_record_that_finds_no_pod_writes_nothing(tmp_path: Path) -> None:
     line = one_line(result.stderr)
     assert "no pod of llm/qwen3-8b in Prometheus" in line and "not written" in line and "--pod-regex" in line
     assert out.read_bytes() == b"the previous recording"
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("--closed-loop", "hpa-queue", "--profile", "nosuch"), "--profile nosuch"),
+    (("--closed-loop", "hpa-queue:bogus=1"), "unknown option"),
+])
+def test_replay_checks_the_closed_loop_before_the_open_loop_report(extra: tuple[str, ...], says: str) -> None:
+    result = cli("replay", "--metrics", RECORDING, "--config", QUEUE_LEAD, *extra)
+    assert result.returncode == 2
+    assert says in one_line(result.stderr)
+    assert result.stdout == ""  # no report printed before the refusal
