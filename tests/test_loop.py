@@ -369,9 +369,35 @@ def test_run_once_with_leader_election_is_refused(tmp_path: Path) -> None:
     result = run_cli("run", "--once", "--leader-elect", "--config", str(tmp_path / "none.yaml"), timeout=30)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "--once cannot be used with --leader-elect: run one tick without election (only where no other "
+        "error: --once cannot be used with --leader-elect: run one tick without election (only where no other "
         "replica runs), or run without --once"]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--lease-duration", "99999999999999999999"), "lease_duration_seconds 1e+20: must be at most 3600"),
+    (("--lease-duration", "5", "--renew-deadline", "10"), "leader election needs 0 < retry_period_seconds"),
+])
+def test_bad_lease_settings_are_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
+    config = write_config(tmp_path / "autoscaler.yaml", "http://127.0.0.1:9")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+                          "users: [{name: u, user: {}}]\n")
+    result = run_cli("run", "--leader-elect", "--config", str(config), "--kubeconfig", str(kubeconfig), *args, timeout=30)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and says in line
+
+
+def test_a_malformed_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "autoscaler.yaml", "http://127.0.0.1:9")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nclusters: [{name: c\n")
+    result = run_cli("run", "--once", "--config", str(config), "--kubeconfig", str(kubeconfig), timeout=30)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: cannot configure the Kubernetes client: ")
 
 
 def test_run_with_leader_election_stops_cleanly_on_sigterm(

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from autoscaler.adapters.kubernetes import KubeClient
 from autoscaler.adapters.prometheus import PrometheusSource
+from autoscaler.cli.errors import fail
 from autoscaler.cli.output import JSON, TEXT, console, output_option, print_json
 from autoscaler.config import ConfigError, ConfigWatcher
 from autoscaler.config.model import PrometheusSettings
@@ -92,9 +93,8 @@ def run(
     """
     if once and leader_elect:
         # one tick cannot wait for a Lease to expire, and acting without one could race a leader
-        click.echo("--once cannot be used with --leader-elect: run one tick without election "
-                   "(only where no other replica runs), or run without --once", err=True)
-        sys.exit(2)
+        fail("--once cannot be used with --leader-elect: run one tick without election "
+             "(only where no other replica runs), or run without --once")
     if output != TEXT and not once:
         click.echo(f"error: -o {output} goes with --once (the controller writes its log as JSON lines)", err=True)
         sys.exit(2)
@@ -109,8 +109,7 @@ def run(
     try:
         kube = KubeClient.from_environment(kubeconfig=kubeconfig, context=context, list_page_size=list_page_size)
     except Exception as exc:  # the kubernetes client raises many types for bad configs
-        click.echo(f"cannot configure the Kubernetes client: {exc}", err=True)
-        sys.exit(2)
+        fail(f"cannot configure the Kubernetes client: {exc}")  # a YAML error's lines joined into one
 
     metrics = ControllerMetrics()
     stop = threading.Event()
@@ -124,8 +123,7 @@ def run(
             settings = LeaseSettings(namespace=namespace, name=lease_name, lease_duration_seconds=lease_duration,
                                      renew_deadline_seconds=renew_deadline, retry_period_seconds=retry_period)
         except ValueError as exc:
-            click.echo(str(exc), err=True)
-            sys.exit(2)
+            fail(str(exc))
         elector = LeaderElector(kube, settings)
         elector.step()  # the first tick knows whether it leads
         elector.start(election_stop)

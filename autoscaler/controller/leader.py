@@ -67,6 +67,9 @@ def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
+MAX_LEASE_DURATION_SECONDS = 3600  # an hour without a leader after a crash; the Lease's int32 is far above
+
+
 @dataclass(frozen=True)
 class LeaseSettings:
     namespace: str
@@ -85,6 +88,10 @@ class LeaseSettings:
                 "leader election needs 0 < retry_period_seconds < renew_deadline_seconds < lease_duration_seconds, "
                 f"got {self.retry_period_seconds}, {self.renew_deadline_seconds}, {self.lease_duration_seconds}"
             )
+        if not self.lease_duration_seconds <= MAX_LEASE_DURATION_SECONDS:
+            raise ValueError(f"lease_duration_seconds {self.lease_duration_seconds:g}: must be at most "
+                             f"{MAX_LEASE_DURATION_SECONDS} (a follower waits that long after a leader dies; "
+                             "client-go's default is 15)")
         if self.lease_duration_seconds != int(self.lease_duration_seconds):
             raise ValueError(f"lease_duration_seconds must be whole seconds (the Lease stores an integer), "
                              f"got {self.lease_duration_seconds}")
