@@ -719,3 +719,24 @@ def test_a_shell_script_splits_its_words_itself() -> None:
     script = GOOD.replace("          args:\n", "          command: [sh, -c, \"vllm serve Qwen/Qwen3-8B --max-model-len 8192\"]\n"
                                              "          unused:\n")
     assert "VQA019" not in [f.rule for f in findings_of(script)]
+
+
+@pytest.mark.parametrize("selector, found", [
+    ('{namespaces: [llm], match_labels: {vllm-queue-autoscaler.io/autoscale: "true"}}', True),
+    ('{match_labels: {vllm-queue-autoscaler.io/autoscale: "false"}}', False),  # another value
+    ('{namespaces: [other], match_labels: {vllm-queue-autoscaler.io/autoscale: "true"}}', False),
+    ('{match_expressions: [{key: vllm-queue-autoscaler.io/autoscale, operator: Exists}]}', True),
+    ("{match_labels: {}}", False),  # invalid (selects everything): check-config's to report, no target
+])
+def test_a_deployment_found_by_target_selector_is_a_controller_target(selector: str, found: bool) -> None:
+    """VQA013 and VQA015 know the Deployments `target_selector` finds, as the controller does."""
+    text = (CORPUS / "VQA013_hpa_and_target_selector.yaml").read_text()
+    text = text.replace('    target_selector:\n      namespaces: [llm]\n      match_labels: {vllm-queue-autoscaler.io/autoscale: "true"}',
+                        f"    target_selector: {selector}")
+    assert f"target_selector: {selector}" in text
+    assert ("VQA013" in [f.rule for f in lint(load_text(text, "t.yaml"), LintOptions())[0]]) is found
+    deployment, hpa, configmap = text.split("\n---\n")
+    assert "kind: HorizontalPodAutoscaler" in hpa
+    deployment = deployment.replace("spec:\n  selector:", "spec:\n  replicas: 2\n  selector:", 1)
+    rules = [f.rule for f in lint(load_text(deployment + "\n---\n" + configmap, "t.yaml"), LintOptions())[0]]
+    assert ("VQA015" in rules) is found  # no HPA: the replicas in the manifest of a target

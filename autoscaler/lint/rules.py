@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration, parse_quantity
 from autoscaler.config.annotations import key_problems
 from autoscaler.config.bounded import load_yaml
+from autoscaler.config.model import TargetSelector
 from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
 from autoscaler.lint.loader import Document, YList, YMap, line_of
 from autoscaler.lint.workload import (
@@ -84,6 +86,25 @@ def _config_targets(data: Any, origin: str) -> list[ControllerTarget]:
     ] if isinstance(targets, list) else []
 
 
+def _config_selector(data: Any, origin: str) -> tuple[TargetSelector, str] | None:
+    """The config's `target_selector` and where it was read, if it has a valid one (an invalid
+    one is check-config's to report; the controller would not start on it)."""
+    if not isinstance(data, dict) or data.get("target_selector") is None:
+        return None
+    try:
+        return TargetSelector.model_validate(data["target_selector"]), origin
+    except (ValidationError, ValueError, TypeError):
+        return None
+
+
+def _selected(selector: TargetSelector, wl: Workload) -> bool:
+    """Whether `selector` finds the Deployment `wl`; a manifest without a namespace (`kubectl -n`)
+    is in any of the selector's namespaces."""
+    labels = {str(k): str(v) for k, v in _ymap(_ymap(wl.doc.data.get("metadata")).get("labels")).items()}
+    namespaces = selector.namespaces if wl.namespace is not None else []
+    return selector.model_copy(update={"namespaces": namespaces}).matches(wl.namespace or "", labels)
+
+
 class LintContext:
     """Everything one lint run looked at."""
 
@@ -98,6 +119,7 @@ class LintContext:
 
     def _controller_targets(self) -> list[ControllerTarget]:
         targets: list[ControllerTarget] = []
+        selectors: list[tuple[TargetSelector, str] | None] = []
         for doc in self.documents:
             where = f"{doc.source}:{doc.line}"
             if doc.kind == "ConfigMap":
@@ -109,11 +131,19 @@ class LintContext:
                         continue
                     ref = ObjectRef("ConfigMap", doc.name, doc.namespace)
                     targets += _config_targets(parsed, f"listed in {ref} ({where})")
-            elif not doc.kind and "targets" in doc.data:  # the controller's config file itself
+                    selectors.append(_config_selector(parsed, f"{ref} ({where})"))
+            elif not doc.kind and ("targets" in doc.data or "target_selector" in doc.data):  # the controller config file
                 targets += _config_targets(doc.data, f"listed in the controller config {where}")
+                selectors.append(_config_selector(doc.data, f"the controller config {where}"))
         for wl in self.workloads:
-            if wl.kind == "Deployment" and wl.opted_in:
+            if wl.kind != "Deployment":
+                continue
+            if wl.opted_in:
                 targets.append(ControllerTarget(wl.namespace, wl.name, f'annotated {MANAGED_ANNOTATION}: "true"'))
+            for found in selectors:
+                if found is not None and _selected(found[0], wl):
+                    targets.append(ControllerTarget(wl.namespace, wl.name,
+                                                    f"selected by target_selector {found[0].to_string()} of {found[1]}"))
         return targets
 
     def controller_target(self, namespace: str | None, deployment: str) -> ControllerTarget | None:
@@ -580,7 +610,7 @@ def _hpa_cpu_memory(ctx: LintContext) -> Iterator[Hit]:
 @rule("VQA013", "hpa-and-controller", Severity.ERROR,
       "an HPA and vllm-queue-autoscaler both target the same Deployment",
       "delete the HPA (vllm-queue-autoscaler replaces it), or take the Deployment out of the "
-      "controller's targets and drop its opt-in annotation", pitfall=6)
+      "controller's targets (its targets entry, the labels target_selector matches, its opt-in annotation)", pitfall=6)
 def _hpa_and_controller(ctx: LintContext) -> Iterator[Hit]:
     for hpa in ctx.hpas:
         kind, name = ctx.hpa_target(hpa)
