@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= vllm-queue-autoscaler
 
-.PHONY: venv test test-compiled lint prometheus demo experiments sensitivity tuning bench compiled pure image image-check release clean
+.PHONY: venv test test-compiled lint prometheus demo experiments sensitivity seed-study tuning bench compiled pure image image-check release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,7 +69,7 @@ demo: $(DEMO_STAMP)
 
 # The published benchmark (docs/benchmark.md), from a fresh clone: every evaluation scenario of
 # simulations/preregistered.yaml, every policy x its 8 grid points x seeds 0-2 (~2.5 h on 2 cores),
-# the routing-sensitivity sweeps (~40 min more), then the summary of all scenarios. Tuning traces:
+# the routing-sensitivity sweeps (~40 min more), the 10-seed study (~15 min), then the summary of all scenarios. Tuning traces:
 # `make tuning`.
 EVALUATION := azure-conv azure-code azure-code-long servegen-m-mid-1d servegen-m-small-1d
 TUNING := tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9 tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h tuning-servegen-m-mid-d7-1h
@@ -82,6 +82,7 @@ experiments: venv
 	done
 	$(PY) simulations/tools/slo_defaults.py --jobs $(JOBS)
 	$(MAKE) sensitivity
+	$(MAKE) seed-study
 	$(PY) simulations/tools/summary.py
 
 # The routing-sensitivity sweeps (docs/benchmark.md#routing-sensitivity): an evaluation scenario
@@ -97,6 +98,18 @@ sensitivity: venv
 			--markdown simulations/results/sensitivity/$$s-random-routing.md \
 			--plot simulations/results/sensitivity/$$s-random-routing.png || exit 1; \
 	done
+
+# How far the protocol's 3 seeds are from 10 (docs/benchmark.md#how-far-3-seeds-are-from-10): the
+# Azure conversation hour's sweep with seeds 0-9 (~15 min on 2 cores; seeds 0-2 are the published
+# runs, bit for bit), then every 3-seed subset scored against all 10.
+seed-study: venv
+	mkdir -p simulations/results/seeds
+	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/azure-conv.yaml --sweep --seeds 10 --jobs $(JOBS) \
+		--policy queue-lead --policy hpa --policy keda --policy kpa --policy kpa-soft --policy ray --policy aibrix-apa \
+		--policy static --output-file simulations/results/seeds/azure-conv-10-seeds.json \
+		--markdown simulations/results/seeds/azure-conv-10-seeds.md
+	$(PY) simulations/tools/seed_study.py simulations/results/seeds/azure-conv-10-seeds.json \
+		--markdown simulations/results/seeds/azure-conv-10-seeds-study.md
 
 # The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
 tuning: venv

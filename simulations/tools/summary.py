@@ -2,7 +2,8 @@
 one table, simulations/results/summary.md: per scenario, each policy's node GPU-hours at the
 protocol's attainment targets (means over seeds, 95 % intervals), the lower bound, and the
 ceiling from the start that simulations/results/slo-defaults.json measured (when it is there), and
-the routing-sensitivity sweeps of simulations/results/sensitivity beside the published ones.
+the routing-sensitivity sweeps of simulations/results/sensitivity and the 10-seed sweeps of
+simulations/results/seeds beside the published ones.
 
     python simulations/tools/summary.py [--results simulations/results] [--out simulations/results/summary.md]
 
@@ -124,6 +125,36 @@ def routing_sensitivity(folder: Path, docs: list[dict[str, Any]]) -> str:
                        *lines])
 
 
+def seed_count(folder: Path, docs: list[dict[str, Any]]) -> str:
+    """The seeds section: each sweep in `folder` (simulations/results/seeds, `NAME-10-seeds.json`:
+    the published scenario with more seeds) beside the published sweep of NAME, cost at each target
+    per policy it ran; "" when there is none."""
+    published = {d["scenario"]: d for d in docs}
+    lines: list[str] = []
+    for path in sorted(folder.glob("*-10-seeds.json")) if folder.is_dir() else []:
+        doc = json.loads(path.read_text())
+        base = published.get(str(doc.get("scenario", "")))
+        if base is None or doc["protocol"]["sha256"] != base["protocol"]["sha256"]:
+            print(f"summary: seeds/{path.name}: no published sweep of its scenario and protocol; left out", file=sys.stderr)
+            continue
+        n = len(doc["policies"][next(iter(doc["policies"]))]["points"][0]["seeds"])
+        k = len(base["policies"][next(iter(base["policies"]))]["points"][0]["seeds"])
+        targets = [f"{float(t):g}" for t in doc["slo"]["attainment_targets"]]
+        lines += [f"### {base['scenario']}", "",
+                  f"| policy | " + " | ".join(f"@{100 * float(t):g} %: {k} seeds / {n} seeds" for t in targets) + " |",
+                  "|---|" + "---|" * len(targets)]
+        for name, entry in doc["policies"].items():
+            lines.append(f"| {name} | " + " | ".join(
+                f"{cost_cell(base['policies'][name], t)} / {cost_cell(entry, t)}" for t in targets) + " |")
+        lines += ["", f"Every {k}-seed subset against all {n}: simulations/results/seeds/{path.stem}-study.md.", ""]
+    if not lines:
+        return ""
+    return "\n".join(["## Seeds: the published 3 against 10", "",
+                       "The same scenario, protocol and grids with seeds 0-9 (seeds 0-2 are the published runs); "
+                       "node GPU-hours at each target, published / all seeds "
+                       "(docs/benchmark.md#how-far-3-seeds-are-from-10).", "", *lines])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=RESULTS)
@@ -131,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     docs = load(args.results)
     text = markdown(docs, ceilings(args.results), load_protocol().sha256)
-    extra = routing_sensitivity(args.results / "sensitivity", docs)
-    text += ("\n" + extra) if extra else ""
+    for extra in (routing_sensitivity(args.results / "sensitivity", docs), seed_count(args.results / "seeds", docs)):
+        text += ("\n" + extra) if extra else ""
     with atomic_path(args.out) as tmp:
         tmp.write_text(text)
     print(f"summary: {args.out}")

@@ -232,6 +232,36 @@ def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tup
     assert "| static |" not in section
 
 
+def test_summary_puts_a_many_seed_sweep_beside_the_published_one(swept: tuple[dict[str, Any], Path],
+                                                                   tmp_path: Path) -> None:
+    import importlib.util
+
+    doc, _ = swept
+    spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
+    assert spec and spec.loader
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    (tmp_path / "demo.json").write_text(json.dumps({**doc, "preregistered": True}))
+    (tmp_path / "seeds").mkdir()
+    more = json.loads(json.dumps(doc))
+    for entry in more["policies"].values():
+        for p in entry["points"]:
+            p["seeds"] = list(range(10))
+    more["policies"]["queue-lead"]["cost_at"]["0.9"] = {"mean": 77.0, "ci95": [76.0, 78.0]}
+    (tmp_path / "seeds" / "demo-10-seeds.json").write_text(json.dumps(more))
+    # another protocol's is left out
+    other = {**more, "scenario": "demo", "protocol": {**doc["protocol"], "sha256": "f" * 64}}
+    (tmp_path / "seeds" / "zz-10-seeds.json").write_text(json.dumps(other))
+    assert tool.main(["--results", str(tmp_path), "--out", str(tmp_path / "summary.md")]) == 0
+    section = (tmp_path / "summary.md").read_text().split("## Seeds: the published 3 against 10", 1)[1]
+    assert section.count("### demo") == 1
+    k = len(doc["policies"]["queue-lead"]["points"][0]["seeds"])
+    assert f"@90 %: {k} seeds / 10 seeds" in section
+    row = next(line for line in section.splitlines() if line.startswith("| queue-lead |"))
+    assert row.startswith(f"| queue-lead | {tool.cost_cell(doc['policies']['queue-lead'], '0.9')} / 77 [76, 78] |")
+    assert "seeds/demo-10-seeds-study.md" in section
+
+
 def test_the_protocol_names_scenario_files_that_read_the_repository_traces() -> None:
     proto = load_protocol()
     assert proto.grid_points == 8 and proto.seeds == (0, 1, 2) and proto.targets == (0.9, 0.95, 0.99)
@@ -390,6 +420,33 @@ def test_every_routing_sensitivity_document_follows_the_schema_and_routes_only_t
             same = [p["per_seed"] for p in entry["points"]] == [p["per_seed"] for p in base["policies"][name]["points"]]
             # a per-pod limit keeps the policy's own router (kpa: the activator, ray: the handle): the same runs
             assert same == (name in ("kpa", "ray")), (path.name, name)
+
+
+def test_the_seed_study_extends_the_published_sweep_by_seeds_only() -> None:
+    """simulations/results/seeds: the published scenario with seeds 0-9 under the same protocol;
+    its seeds 0-2 are the published runs, value for value (so the study scores the tables' own
+    numbers against more seeds, not another experiment)."""
+    folder = REPO / "simulations" / "results" / "seeds"
+    paths = sorted(folder.glob("*-10-seeds.json"))
+    if not paths:
+        pytest.skip("no seed study published")
+    schema = _schema()
+    for path in paths:
+        doc = json.loads(path.read_text())
+        validate(doc, schema, schema, doc.get("scenario", "$"))
+        base = json.loads((folder.parent / path.name.replace("-10-seeds", "")).read_text())
+        assert doc["protocol"]["sha256"] == base["protocol"]["sha256"] and doc["scenario"] == base["scenario"]
+        assert doc["preregistered"] is False  # more seeds than the protocol's: exploratory by the tool's rule
+        compared = 0
+        for name, entry in doc["policies"].items():
+            published = {p["knob"]: p for p in base["policies"][name]["points"]}
+            for p in entry["points"]:
+                assert p["seeds"] == list(range(10)), (path.name, name)
+                if p["knob"] in published:  # the static fleet's refinement may add fleets
+                    q = published[p["knob"]]
+                    assert {m: v[:3] for m, v in p["per_seed"].items()} == q["per_seed"], (path.name, name, p["knob"])
+                    compared += 1
+        assert compared >= 8 * len(doc["policies"]), path.name
 
 
 @pytest.mark.parametrize(("spec", "says"), [

@@ -320,3 +320,73 @@ def test_rescore_refuses_a_document_it_cannot_rescore_in_one_line_and_leaves_it(
                          cwd=TOOLS.parents[1])
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no per_seed values to rescore" in res.stderr
     assert old.read_text() == before and not (tmp_path / "old.md").exists()
+
+
+def test_seed_study_row_is_its_docstring_example() -> None:
+    tool = _tool("seed_study")
+    ests = [{"mean": 9.6, "ci95": [9.0, 10.2]}, {"mean": 10.2, "ci95": [9.9, 10.5]},
+            {"mean": 9.7, "ci95": [9.5, 9.9]}, None]
+    r = tool.row("p", "0.99", 10, {"mean": 10.0, "ci95": [9.5, 10.5]}, ests)
+    assert r["bias"] == pytest.approx(-0.5 / 3)
+    assert (r["low"], r["high"], r["subsets_reaching"], r["subsets"]) == (9.6, 10.2, 3, 4)
+    assert r["coverage"] == pytest.approx(2 / 3)
+    # all seeds not reaching the target: the subsets that do are counted, nothing else computed
+    r = tool.row("p", "0.99", 10, None, ests)
+    assert r["subsets_reaching"] == 3 and "bias" not in r
+
+
+def _seed_doc(points: list[tuple[float, list[float], list[float]]]) -> dict[str, Any]:
+    """A sweep document of one policy: (knob, per-seed attainments, per-seed node GPU-h) per point."""
+    pts = []
+    for knob, att, cost in points:
+        n = len(att)
+        pts.append({"knob": knob, "seeds": list(range(n)),
+                    "per_seed": {"slo_attainment": att, "gpu_hours_nodes": cost, "gpu_hours_pods": cost,
+                                 "scale_actions": [1.0] * n}})
+    return {"scenario": "s", "slo": {"attainment_targets": [0.9, 0.99]},
+            "policies": {"p": {"knob": "k", "grid": [p[0] for p in points], "points": pts}}}
+
+
+def test_seed_study_scores_every_subset_against_all_seeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tool = _tool("seed_study")
+    # point 1 reaches 0.99 on seeds 0-2 only, point 2 on every seed: all four seeds' mean at point 1
+    # is 0.9875 (misses), so the all-seed cost at 0.99 mixes points 2 and 3; every 3-subset with
+    # seed 3 does too, the one without it (0, 1, 2) mixes points 1 and 2, cheaper: the selection bias
+    doc = _seed_doc([(1.0, [0.95, 0.95, 0.95, 0.95], [4.0, 4.0, 4.0, 4.0]),
+                     (2.0, [0.995, 0.995, 0.995, 0.965], [5.0, 5.0, 5.0, 5.0]),
+                     (3.0, [1.0, 1.0, 1.0, 1.0], [6.0, 6.0, 6.0, 6.0])])
+    rows = {(r["policy"], r["target"]): r for r in tool.study(doc, 3)}
+    at99 = rows[("p", 0.99)]
+    # all seeds: mean attainments 0.95, 0.9875, 1.0 -> w = (0.99 - 0.9875) / 0.0125 = 0.2: 5.2
+    assert at99["all_seeds"]["mean"] == pytest.approx(5.2)
+    assert at99["subsets"] == 4 and at99["subsets_reaching"] == 4
+    # subset (0, 1, 2): point 2 at 0.995, w = 0.04 / 0.045 between points 1 and 2: 4.889; the three
+    # with seed 3: point 2 at 0.985, w = 0.005 / 0.015 = 1/3 between points 2 and 3: 5.333
+    assert at99["low"] == pytest.approx(4 + 0.04 / 0.045) and at99["high"] == pytest.approx(5 + 1 / 3)
+    assert at99["bias"] == pytest.approx((4 + 0.04 / 0.045 + 3 * (5 + 1 / 3)) / 4 - 5.2)
+    assert at99["first"]["mean"] == pytest.approx(4 + 0.04 / 0.045)  # seeds 0-2: what a table would publish
+    # at 0.90 every point-1 seed reaches it at the same cost: no bias, a zero-width interval that holds it
+    assert rows[("p", 0.9)]["bias"] == 0.0 and rows[("p", 0.9)]["coverage"] == 1.0
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "study.md"
+    assert tool.main([str(path), "--markdown", str(out)]) == 0
+    assert "| p | 99 % | 5.2 " in out.read_text() and out.read_text() == capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, k, message", [
+    ("{", 3, "Expecting"), ("[]", 3, "not a sweep document"), ('{"policies": []}', 3, "not a sweep document"), (None, 3, "No such file"),
+    (json.dumps(_seed_doc([(1.0, [0.9, 0.9, 0.9], [1.0, 1.0, 1.0])])), 3, "needs more"),
+    (json.dumps(_seed_doc([(1.0, [0.9, 0.9, 0.9], [1.0, 1.0, 1.0])])), 1, "at least 2 seeds"),
+])
+def test_seed_study_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: str | None, k: int, message: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    tool = _tool("seed_study")
+    path = tmp_path / "sweep.json"
+    if content is not None:
+        path.write_text(content)
+    out = tmp_path / "study.md"
+    assert tool.main([str(path), "--k", str(k), "--markdown", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and err.startswith("seed_study: ")
+    assert not out.exists()
