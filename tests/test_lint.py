@@ -740,3 +740,22 @@ def test_a_deployment_found_by_target_selector_is_a_controller_target(selector: 
     deployment = deployment.replace("spec:\n  selector:", "spec:\n  replicas: 2\n  selector:", 1)
     rules = [f.rule for f in lint(load_text(deployment + "\n---\n" + configmap, "t.yaml"), LintOptions())[0]]
     assert ("VQA015" in rules) is found  # no HPA: the replicas in the manifest of a target
+
+
+@pytest.mark.parametrize("value, rules, says", [
+    ("0", ["VQA001"], "'0' is no whole number of GPUs of at least 1: it reserves no GPU"),
+    ('"abc"', ["VQA001"], "'abc' is no whole number of GPUs of at least 1: the API server rejects the pod"),
+    ("-1", ["VQA001"], "the API server rejects the pod"),
+    ('"NaN"', ["VQA001"], "the API server rejects the pod"),
+    ('"1.5"', ["VQA001"], "'1.5' is no whole number"),  # not "GPU limit 2" (rounded up) nor a 2-GPU /dev/shm check
+    ("1", [], None),
+    ('"1"', [], None),
+])
+def test_a_gpu_limit_that_is_no_whole_count_is_one_finding(value: str, rules: list[str], says: str | None) -> None:
+    """One finding naming the value, not "no GPU limit" beside "GPU limit 0 for 1 GPUs" (VQA018)."""
+    text = (CORPUS / "clean.yaml").read_text()
+    assert 'nvidia.com/gpu: "1"' in text
+    findings = lint(load_text(text.replace('nvidia.com/gpu: "1"', f"nvidia.com/gpu: {value}"), "t.yaml"), LintOptions())[0]
+    assert sorted(f.rule for f in findings) == rules
+    if says:
+        assert says in findings[0].message

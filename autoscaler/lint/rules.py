@@ -226,20 +226,34 @@ def _vllm_containers(ctx: LintContext) -> Iterator[tuple[Workload, Container]]:
 
 
 @rule("VQA001", "gpu-limit-missing", Severity.ERROR,
-      "vLLM container without a GPU limit",
+      "vLLM container without a GPU limit, or with one that is no whole number of at least 1 (0, 1.5, -1)",
       'set resources.limits["nvidia.com/gpu"] to the GPUs one server uses (tensor x pipeline parallel size)', pitfall=1)
 def _gpu_limit_missing(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
-        if c.gpus > 0 or c.dra_claims:
+        bad = c.bad_gpu_limits()
+        if (c.gpus > 0 and not bad) or c.dra_claims:
             continue
         requested = sorted(str(n) for n in c.resource_requests() if is_gpu_resource(str(n)))
-        if requested:
+        if bad:
+            name, value = sorted(bad.items())[0]
+            message = (f"GPU limit {name}: {value!r} is no whole number of GPUs of at least 1: "
+                       + ("it reserves no GPU for the server" if parse_quantity(value) == 0 and _is_zero(value)
+                          else "the API server rejects the pod"))
+        elif requested:
             message = (f"{requested[0]} is in resources.requests only: extended resources need a limit, "
                        "the API server rejects the pod")
         else:
             message = ("no GPU limit: nothing reserves a GPU for the server, so the pod can land on a node "
                        "without a free GPU and vLLM fails to start, or share one with another pod")
         yield Hit(wl.doc, line_of(c.spec, "resources", "limits"), message, c.name)
+
+
+def _is_zero(value: str) -> bool:
+    """A quantity written as zero ("0", "0.0", 0), not one that failed to parse."""
+    try:
+        return float(value) == 0.0
+    except ValueError:
+        return False
 
 
 def _gpu_selector_keys(wl: Workload) -> list[str]:
@@ -708,8 +722,8 @@ def _gpu_parallel_mismatch(ctx: LintContext) -> Iterator[Hit]:
         whole = c.gpu_resources()
         if not c.flags_known:
             continue  # a custom command in the vLLM image: its flags are not read here
-        if not whole or c.dra_claims or not all(str(n).endswith("/gpu") for n in whole):
-            continue  # no limit (VQA001), DRA, or shared / MIG / other accelerators: no GPU count to compare
+        if not whole or c.dra_claims or c.bad_gpu_limits() or not all(str(n).endswith("/gpu") for n in whole):
+            continue  # no valid limit (VQA001), DRA, or shared / MIG / other accelerators: no GPU count to compare
         sizes = [c.flags.get(f) for f in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")]
         if any(v is not None and _positive_int(v) is None for v in sizes):
             continue  # set from a variable or otherwise unreadable here

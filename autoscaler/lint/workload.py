@@ -252,16 +252,33 @@ class Container:
         return _ymap(_ymap(self.spec.get("resources")).get("requests"))
 
     def gpu_resources(self) -> dict[str, int]:
-        """GPU resources in the container's limits, with their counts."""
+        """GPU resources in the container's limits, with their counts; a limit that is no whole
+        number of at least 1 (`bad_gpu_limits`, VQA001's) counts none."""
+        bad = self.bad_gpu_limits()
         return {
-            str(name): max(0, math.ceil(parse_quantity(value)))
+            str(name): int(parse_quantity(value))
             for name, value in self.resource_limits().items()
-            if is_gpu_resource(str(name))
+            if is_gpu_resource(str(name)) and str(name) not in bad
         }
 
     @property
     def gpus(self) -> int:
         return sum(self.gpu_resources().values())
+
+    def bad_gpu_limits(self) -> dict[str, str]:
+        """GPU limits that are no whole number of GPUs of at least 1 (0, 1.5, -1, "abc", NaN),
+        by resource name, with the value as written. The API server rejects a fraction or a
+        negative count of an extended resource; 0 reserves none.
+
+        Worked example: {nvidia.com/gpu: "1.5"} -> {"nvidia.com/gpu": "1.5"}; {nvidia.com/gpu: 2} -> {}."""
+        out: dict[str, str] = {}
+        for name, value in self.resource_limits().items():
+            if not is_gpu_resource(str(name)):
+                continue
+            count = parse_quantity(value) if not isinstance(value, bool) else 0.0
+            if not (math.isfinite(count) and count >= 1 and count == int(count)):
+                out[str(name)] = str(value)
+        return out
 
     @property
     def dra_claims(self) -> bool:
