@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -759,3 +760,37 @@ def test_a_gpu_limit_that_is_no_whole_count_is_one_finding(value: str, rules: li
     assert sorted(f.rule for f in findings) == rules
     if says:
         assert says in findings[0].message
+
+
+@pytest.mark.parametrize("edit, found", [
+    ({}, True),  # the defaults' 1 for a 2-GPU pod
+    ({"entry": "        gpus_per_replica: 2\n"}, False),
+    ({"defaults": "    defaults: {gpus_per_replica: 2}\n"}, False),
+    ({"annotation": '"2"'}, False),  # the Deployment's annotation, honoured (annotation_keys null)
+    ({"annotation": '"2"', "keys": "    controller: {annotation_keys: [min_replicas]}\n"}, True),  # not honoured
+    ({"annotation": '"3"'}, True),
+])
+def test_gpus_per_replica_against_the_gpu_limit(edit: dict[str, str], found: bool) -> None:
+    text = (CORPUS / "VQA023_gpus_per_replica_mismatch.yaml").read_text()
+    text = text.replace("        max_replicas: 8\n", "        max_replicas: 8\n" + edit.get("entry", ""))
+    text = text.replace("    targets:\n", edit.get("defaults", "") + edit.get("keys", "") + "    targets:\n")
+    if "annotation" in edit:
+        text = text.replace("  namespace: llm\nspec:", "  namespace: llm\n  annotations: {vllm-queue-autoscaler.io/gpus_per_replica: "
+                            + edit["annotation"] + "}\nspec:", 1)
+    assert text != (CORPUS / "VQA023_gpus_per_replica_mismatch.yaml").read_text() or not edit
+    rules = [f.rule for f in lint(load_text(text, "t.yaml"), LintOptions())[0]]
+    assert ("VQA023" in rules) is found, rules
+    assert set(rules) <= {"VQA023"}
+
+
+def test_the_shipped_tp2_overlay_and_release_agree_on_gpus_per_replica() -> None:
+    """deploy/vllm/overlays/tp2's Deployment tells the controller of deploy/release its 2 GPUs."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl not installed")
+    rendered = [subprocess.run(["kubectl", "kustomize", str(REPO / path)], capture_output=True, text=True, check=True).stdout
+                for path in ("deploy/vllm/overlays/tp2", "deploy/release")]
+    findings = lint(load_text("\n---\n".join(rendered), "rendered.yaml"), LintOptions())[0]
+    assert [f.rule for f in findings] == []
+    without = rendered[0].replace("vllm-queue-autoscaler.io/gpus_per_replica", "example.com/unrelated")
+    findings = lint(load_text(without + "\n---\n" + rendered[1], "rendered.yaml"), LintOptions())[0]
+    assert [f.rule for f in findings] == ["VQA023"]

@@ -17,9 +17,11 @@ import yaml
 from pydantic import ValidationError
 
 from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration, parse_quantity
+from autoscaler.config.annotations import PREFIX as POLICY_PREFIX
 from autoscaler.config.annotations import key_problems
 from autoscaler.config.bounded import load_yaml
 from autoscaler.config.model import TargetSelector
+from autoscaler.policy.params import PolicyParams
 from autoscaler.lint.findings import Finding, LintOptions, ObjectRef, Severity
 from autoscaler.lint.loader import Document, YList, YMap, line_of
 from autoscaler.lint.workload import (
@@ -61,6 +63,8 @@ class ControllerTarget:
     namespace: str | None  # None: the manifest leaves the namespace open
     deployment: str
     origin: str
+    gpus_per_replica: int | None = None  # what the controller's config gives it; None: not in the input
+    annotation_keys: tuple[str, ...] | None = None  # controller.annotation_keys: the policy annotations honoured
 
 
 def _same_namespace(a: str | None, b: str | None) -> bool:
@@ -76,23 +80,45 @@ def _ylist(value: Any) -> YList:
     return value if isinstance(value, YList) else YList()
 
 
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _default_gpus(data: dict[str, Any]) -> int | None:
+    """`defaults.gpus_per_replica`, else the built-in 1; None when it is set but no whole number
+    (check-config's to report)."""
+    defaults = data.get("defaults")
+    if isinstance(defaults, dict) and "gpus_per_replica" in defaults:
+        return _whole(defaults["gpus_per_replica"])
+    return int(PolicyParams.model_fields["gpus_per_replica"].default)
+
+
+def _annotation_keys(data: dict[str, Any]) -> tuple[str, ...] | None:
+    """`controller.annotation_keys`: the policy keys a Deployment's annotations may set (None: all)."""
+    keys = data.get("controller", {}).get("annotation_keys") if isinstance(data.get("controller"), dict) else None
+    return tuple(str(k) for k in keys) if isinstance(keys, list) else None
+
+
 def _config_targets(data: Any, origin: str) -> list[ControllerTarget]:
     if not isinstance(data, dict):
         return []
     targets = data.get("targets")
+    fallback, allowed = _default_gpus(data), _annotation_keys(data)
     return [
-        ControllerTarget(str(t["namespace"]) if t.get("namespace") else None, str(t["deployment"]), origin)
+        ControllerTarget(str(t["namespace"]) if t.get("namespace") else None, str(t["deployment"]), origin,
+                         _whole(t["gpus_per_replica"]) if "gpus_per_replica" in t else fallback, allowed)
         for t in targets if isinstance(t, dict) and t.get("deployment")
     ] if isinstance(targets, list) else []
 
 
-def _config_selector(data: Any, origin: str) -> tuple[TargetSelector, str] | None:
-    """The config's `target_selector` and where it was read, if it has a valid one (an invalid
-    one is check-config's to report; the controller would not start on it)."""
+def _config_selector(data: Any, origin: str) -> tuple[TargetSelector, str, int | None, tuple[str, ...] | None] | None:
+    """The config's `target_selector`, where it was read and the GPUs per replica of what it finds
+    (`defaults`), if it has a valid one (an invalid one is check-config's to report; the controller
+    would not start on it)."""
     if not isinstance(data, dict) or data.get("target_selector") is None:
         return None
     try:
-        return TargetSelector.model_validate(data["target_selector"]), origin
+        return TargetSelector.model_validate(data["target_selector"]), origin, _default_gpus(data), _annotation_keys(data)
     except (ValidationError, ValueError, TypeError):
         return None
 
@@ -119,7 +145,7 @@ class LintContext:
 
     def _controller_targets(self) -> list[ControllerTarget]:
         targets: list[ControllerTarget] = []
-        selectors: list[tuple[TargetSelector, str] | None] = []
+        selectors: list[tuple[TargetSelector, str, int | None, tuple[str, ...] | None] | None] = []
         for doc in self.documents:
             where = f"{doc.source}:{doc.line}"
             if doc.kind == "ConfigMap":
@@ -143,7 +169,8 @@ class LintContext:
             for found in selectors:
                 if found is not None and _selected(found[0], wl):
                     targets.append(ControllerTarget(wl.namespace, wl.name,
-                                                    f"selected by target_selector {found[0].to_string()} of {found[1]}"))
+                                                    f"selected by target_selector {found[0].to_string()} of {found[1]}",
+                                                    found[2], found[3]))
         return targets
 
     def controller_target(self, namespace: str | None, deployment: str) -> ControllerTarget | None:
@@ -862,6 +889,26 @@ def _pdb_blocks_eviction(ctx: LintContext) -> Iterator[Hit]:
                 yield Hit(pdb, spec.line_of(key), f"{why} for the pods of {wl.kind} {wl.name}: no pod may be "
                                                   "evicted, so a node drain (a node upgrade, the cluster autoscaler "
                                                   "removing an idle GPU node) waits for ever")
+
+
+@rule("VQA023", "gpus-per-replica-mismatch", Severity.ERROR,
+      "the controller's gpus_per_replica for a Deployment differs from the GPUs its pods ask for",
+      "set gpus_per_replica (the targets entry, defaults, or the Deployment's vllm-queue-autoscaler.io/gpus_per_replica "
+      "annotation) to the pod's GPU limit", pitfall=1)
+def _gpus_per_replica_mismatch(ctx: LintContext) -> Iterator[Hit]:
+    for wl in ctx.vllm_workloads:
+        target = ctx.controller_target(wl.namespace, wl.name) if wl.kind == "Deployment" else None
+        if target is None or wl.gpus == 0 or any(c.bad_gpu_limits() for c in wl.containers):
+            continue  # not ours, or no valid GPU limit (VQA001)
+        said, where = target.gpus_per_replica, target.origin
+        annotated = wl.annotations.get(POLICY_PREFIX + "gpus_per_replica")
+        honoured = target.annotation_keys is None or "gpus_per_replica" in target.annotation_keys
+        if annotated is not None and honoured:  # else the controller ignores it (annotation_keys)
+            said, where = _positive_int(annotated), f"its {POLICY_PREFIX}gpus_per_replica annotation"
+        if said is not None and said != wl.gpus:
+            yield Hit(wl.doc, wl.doc.line, f"gpus_per_replica is {said} ({where}) but each pod asks for {wl.gpus} "
+                                           "GPU(s): the controller's GPU budget (max_gpus) and its check for a free "
+                                           "GPU (the lead time with or without a new node) count the wrong number")
 
 
 def _positive_int(value: str | None) -> int | None:
