@@ -140,7 +140,8 @@ INLINE_CASES: list[tuple[str, str, list[str]]] = [
      ['targets = {"llm": "qwen3-8b"}, must be a list']),
     ("section not a mapping", "defaults: 600\n" + TARGET, ["defaults = 600, must be a mapping"]),
     ("bad namespace type", "targets:\n  - namespace: no\n    deployment: qwen3-8b\n",
-     ["targets[0].namespace = false, must be a string"]),
+     ["targets[0].namespace = false, must be a string (YAML reads an unquoted yes, no, on, off, true or false "
+      "as a boolean: quote it)"]),
     ("namespace too long", f"targets:\n  - namespace: {'a' * 64}\n    deployment: qwen3-8b\n",
      [f"targets[0].namespace = {'a' * 57}..., {DNS_LABEL}"]),
     ("deployment with dots is fine, uppercase is not", "targets:\n  - {namespace: llm, deployment: Qwen.v1}\n",
@@ -782,3 +783,4 @@ def test_problems_are_listed_up_to_a_hundred() -> None:
     with pytest.raises(ConfigError) as exc:
         load_config_text(text)
     assert len(exc.value.problems) == 101 and exc.value.problems[-1] == "... and 900 more problems"
+

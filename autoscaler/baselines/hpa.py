@@ -321,15 +321,22 @@ def parse_baseline(spec: str) -> HpaParams | None:
     keys = {"target": ("target_average_value", float), "min": ("min_replicas", int), "max": ("max_replicas", int),
             "tolerance": ("tolerance", float), "down_window": ("scale_down_window_seconds", int),
             "gpus_per_replica": ("gpus_per_replica", int)}
+    seen: set[str] = set()
     for part in filter(None, opts.split(",")):
         k, eq, v = part.partition("=")
-        if not eq or k not in keys:
-            raise ValueError(f"{spec}: unknown option {part!r} (known: {', '.join(keys)})")
+        if k not in keys:
+            raise ValueError(f"{spec}: unknown option {k!r} (known: {', '.join(keys)})")
+        if not eq:
+            raise ValueError(f"{spec}: {k} needs a value ({k}=...)")
+        if k in seen:
+            raise ValueError(f"{spec}: {k} is given twice")
+        seen.add(k)
         field_name, typ = keys[k]
         try:
             kw[field_name] = typ(v)
         except ValueError:
-            raise ValueError(f"{spec}: {k}={v!r} is not a number") from None
+            kind = "a whole number" if typ is int else "a number"
+            raise ValueError(f"{spec}: {k}={v!r} is not {kind}") from None
     params = HpaParams(**kw)  # type: ignore[arg-type]
     if params.min_replicas > params.max_replicas or params.target_average_value <= 0:
         raise ValueError(f"{spec}: need 0 < target and min <= max")

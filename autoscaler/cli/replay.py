@@ -75,6 +75,8 @@ def replay(
         require_extra("numpy", "replay", "--closed-loop")
     if len(configs) > 2:
         fail("at most two --config")
+    if not 0 <= limit <= 10**6:
+        fail(f"--limit {limit}: must be 0 .. 1000000")
     if free_gpus is not None and not 0 <= free_gpus <= 10**6:
         fail(f"--free-gpus {free_gpus}: must be 0 .. 1000000")
     if not 0 <= seed < 2**63:

@@ -130,7 +130,9 @@ def _problem_lines(
                 lines.append(f"{path} = {_fmt_value(value)}, must be {op} {_fmt_number(ctx.get(name))}")
         elif kind in _TYPE_ERRORS:
             info = _field_at(root, loc)
-            lines.append(f"{path} = {_fmt_value(value)}, must be {_expected(info, _TYPE_ERRORS[kind])}")
+            hint = (" (YAML reads an unquoted yes, no, on, off, true or false as a boolean: quote it)"
+                    if isinstance(value, bool) and kind == "string_type" else "")
+            lines.append(f"{path} = {_fmt_value(value)}, must be {_expected(info, _TYPE_ERRORS[kind])}{hint}")
         elif kind in ("string_too_short", "string_too_long"):
             info = _field_at(root, loc)
             lines.append(f"{path} = {_fmt_value(value)}, must be {_expected(info, 'a string')}")

@@ -199,6 +199,9 @@ def _check_header(path: Path, raw: bytes) -> None:
     Example: `output_tokens,arrival_s,input_tokens` is refused, naming what it found."""
     first = raw.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
     if tuple(c.strip() for c in first.split(",")) != CSV_HEADER:
+        if not first.isprintable() or "\ufffd" in first:  # a binary file (a .gz, a model): say so, not its bytes
+            raise ValueError(f"{path}: not a text CSV (binary data in its first line): expected the header "
+                             f"{','.join(CSV_HEADER)} (the canonical trace format)")
         raise ValueError(f"{path}: header {first[:80]!r}: expected {','.join(CSV_HEADER)} "
                          "(the canonical trace format, in that order)")
 

@@ -156,6 +156,11 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path, synthetic: Path) -> None
     # ...but the HPA baseline reads only the queue
     assert CliRunner().invoke(main, ["replay", "--metrics", str(nokv), "--config", "hpa-queue:max=10"]).exit_code == 0
     assert "unknown option" in _cli_error(["replay", "--metrics", str(synthetic), "--config", "hpa-queue:speed=3"])
+    for spec, says in (("hpa-queue:min=1.5", "min='1.5' is not a whole number"),
+                       ("hpa-queue:target=x", "target='x' is not a number"),
+                       ("hpa-queue:target", "target needs a value"),
+                       ("hpa-queue:target=5,target=6", "target is given twice")):
+        assert says in _cli_error(["replay", "--metrics", str(synthetic), "--config", spec]), spec
 
 
 def test_replay_two_configs_json_and_plot(tmp_path: Path, synthetic: Path) -> None:

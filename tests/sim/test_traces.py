@@ -131,3 +131,13 @@ def test_the_csv_header_names_the_canonical_columns_in_order(tmp_path: Path, tex
     else:
         with pytest.raises(ValueError, match="expected arrival_s,input_tokens,output_tokens"):
             CsvTrace(path)
+
+
+@pytest.mark.parametrize("raw", [b"\x1f\x8b\x08\x00garbage\n", b"\x00\x01garbage,\xff\n1,2,3\n"])
+def test_a_binary_file_given_as_a_trace_is_named_not_echoed(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(raw)
+    with pytest.raises(ValueError) as err:
+        CsvTrace(path)
+    message = str(err.value)
+    assert "not a text CSV (binary data in its first line)" in message and "garbage" not in message
