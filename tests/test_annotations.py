@@ -193,13 +193,13 @@ def test_without_a_selector_only_listed_targets() -> None:
          "requirement): an empty selector would take every Deployment"),
     ({"match_labels": {"team": "a b"}}, "target_selector.match_labels.team = a b, must be a label value"),
     ({"match_labels": {"-bad": "a"}}, "target_selector.match_labels.-bad"),
-    ({"match_labels": {"a": "b"}, "namespaces": ["Not_A_Label"]}, "target_selector.namespaces.0 = Not_A_Label"),
+    ({"match_labels": {"a": "b"}, "namespaces": ["Not_A_Label"]}, "target_selector.namespaces[0] = Not_A_Label"),
     ({"match_expressions": [{"key": "team", "operator": "Equals", "values": ["a"]}]},
-     "target_selector.match_expressions.0.operator = Equals, must be one of In, NotIn, Exists, DoesNotExist"),
+     "target_selector.match_expressions[0].operator = Equals, must be one of In, NotIn, Exists, DoesNotExist"),
     ({"match_expressions": [{"key": "team", "operator": "In"}]},
-     "target_selector.match_expressions.0.values = [], must be non-empty for operator In"),
+     "target_selector.match_expressions[0].values = [], must be non-empty for operator In"),
     ({"match_expressions": [{"key": "team", "operator": "Exists", "values": ["a"]}]},
-     'target_selector.match_expressions.0.values = ["a"], must be empty for operator Exists'),
+     'target_selector.match_expressions[0].values = ["a"], must be empty for operator Exists'),
     ({"matchLabels": {"team": "a"}}, "target_selector.matchLabels = "),
 ])
 def test_an_invalid_selector_names_key_value_and_what_it_must_be(selector: dict[str, Any], problem: str) -> None:

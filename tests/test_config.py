@@ -338,6 +338,10 @@ def test_error_form() -> None:
     assert str(error) == "a = 1, must be >= 2\nb = 2, must be >= 3"
     assert format_path(("targets", 3, "max_replicas")) == "targets[3].max_replicas"
     assert format_path(("controller", "prometheus", "url")) == "controller.prometheus.url"
+    assert format_path(("controller", "annotation_keys", 0)) == "controller.annotation_keys[0]"
+    assert format_path(("target_selector", "match_expressions", 1, "values", 0)) == (
+        "target_selector.match_expressions[1].values[0]")
+    assert format_path(("defaults", 1)) == "defaults.1"  # a key that is a number, not an index
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

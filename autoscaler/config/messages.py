@@ -155,12 +155,18 @@ def _lookup(data: object, loc: Sequence[str | int]) -> object:
     return data
 
 
+LIST_FIELDS = frozenset({"targets", "annotation_keys", "namespaces", "match_expressions", "values"})
+"""Config fields that hold lists: an int after one of them in an error's location is an index."""
+
+
 def format_path(loc: Sequence[str | int]) -> str:
-    """`("targets", 0, "max_replicas")` -> `targets[0].max_replicas`; odd keys are quoted."""
+    """`("targets", 0, "max_replicas")` -> `targets[0].max_replicas`: an item of a list field is
+    indexed (`annotation_keys[0]`, `match_expressions[1].operator`); a key that is a number is a
+    key (`defaults.1`); odd keys are quoted."""
     out = ""
     previous: str | int | None = None
     for part in loc:
-        if isinstance(part, int) and previous == "targets":
+        if isinstance(part, int) and previous in LIST_FIELDS:
             out += f"[{part}]"
         else:
             text = str(part)
