@@ -15,7 +15,7 @@ from types import FrameType
 import click
 
 from autoscaler.cli.errors import fail
-from autoscaler.cli.output import check_output_path, no_progress_option
+from autoscaler.cli.output import check_distinct_paths, check_output_path, no_progress_option
 from autoscaler.cli.values import parse_duration, parse_target, parse_time
 
 MAX_STEPS = 5_000_000
@@ -92,6 +92,7 @@ def record(
     except (ValueError, OSError) as exc:
         fail(str(exc))
     check_output_path("--out", out)  # before the queries, not after them
+    check_distinct_paths([("--out", out)], [("--bearer-token-file", bearer_token_file), ("--ca-file", ca_file)])
 
     def progress(done: int, total: int) -> None:
         if not quiet:

@@ -110,3 +110,29 @@ def test_replay_checks_the_closed_loop_before_the_open_loop_report(extra: tuple[
     assert result.returncode == 2
     assert says in one_line(result.stderr)
     assert result.stdout == ""  # no report printed before the refusal
+
+
+def test_a_device_may_take_two_outputs() -> None:
+    """/dev/null or /dev/stdout is written in place (config.atomic): nothing is lost by sharing it."""
+    result = cli("simulate", "--scenario", DEMO, "--duration", "60", "--policy", "hpa",
+                 "--output-file", "/dev/null", "--markdown", "/dev/null")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_device_needs_no_writable_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`record --out /dev/stdout` as a user who may not write in /dev: the device is written, not /dev."""
+    from autoscaler.cli import output
+
+    monkeypatch.setattr(output.os, "access", lambda *_: False)  # nobody's view of /dev
+    output.check_output_path("--out", "/dev/null")  # no SystemExit
+    with pytest.raises(SystemExit):
+        output.check_output_path("--out", "/tmp/x.jsonl.gz")  # a regular file's folder is still checked
+
+
+def test_record_refuses_to_write_over_its_token_file(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("secret")
+    result = cli("record", "--prometheus", "http://127.0.0.1:9", "--target", "llm/q", "--since", "1h",
+                 "--bearer-token-file", str(token), "--out", str(token))
+    assert result.returncode == 2 and "is also --bearer-token-file" in one_line(result.stderr)
+    assert token.read_text() == "secret"
