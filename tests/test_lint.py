@@ -744,13 +744,15 @@ def test_a_deployment_found_by_target_selector_is_a_controller_target(selector: 
 
 
 @pytest.mark.parametrize("value, rules, says", [
-    ("0", ["VQA001"], "'0' is no whole number of GPUs of at least 1: it reserves no GPU"),
-    ('"abc"', ["VQA001"], "'abc' is no whole number of GPUs of at least 1: the API server rejects the pod"),
+    ("0", ["VQA001"], "GPU limit nvidia.com/gpu: 0 reserves no GPU for the server"),
+    ('"abc"', ["VQA001"], "'abc' is no whole number of GPUs: the API server rejects the pod"),
     ("-1", ["VQA001"], "the API server rejects the pod"),
     ('"NaN"', ["VQA001"], "the API server rejects the pod"),
     ('"1.5"', ["VQA001"], "'1.5' is no whole number"),  # not "GPU limit 2" (rounded up) nor a 2-GPU /dev/shm check
     ("1", [], None),
     ('"1"', [], None),
+    ('"1", amd.com/gpu: 0', [], None),  # a chart that renders every accelerator: the server has its GPU
+    ('0, amd.com/gpu: "0"', ["VQA001"], "reserves no GPU"),
 ])
 def test_a_gpu_limit_that_is_no_whole_count_is_one_finding(value: str, rules: list[str], says: str | None) -> None:
     """One finding naming the value, not "no GPU limit" beside "GPU limit 0 for 1 GPUs" (VQA018)."""
@@ -794,3 +796,24 @@ def test_the_shipped_tp2_overlay_and_release_agree_on_gpus_per_replica() -> None
     without = rendered[0].replace("vllm-queue-autoscaler.io/gpus_per_replica", "example.com/unrelated")
     findings = lint(load_text(without + "\n---\n" + rendered[1], "rendered.yaml"), LintOptions())[0]
     assert [f.rule for f in findings] == ["VQA023"]
+
+
+def test_gpus_per_replica_counts_what_the_controller_counts() -> None:
+    """nvidia.com/gpu of the containers, an init container's if larger (the scheduler's rule and
+    `pod_spec_gpus`); a MIG slice or another accelerator is no GPU the controller counts: no finding."""
+    text = (CORPUS / "VQA023_gpus_per_replica_mismatch.yaml").read_text()
+    mig = text.replace('nvidia.com/gpu: "2"', 'nvidia.com/mig-3g.40gb: "2"').replace("            - --tensor-parallel-size=2\n", "")
+    assert "VQA023" not in [f.rule for f in lint(load_text(mig, "t.yaml"), LintOptions())[0]]
+    one = text.replace('nvidia.com/gpu: "2"', 'nvidia.com/gpu: "1"').replace("            - --tensor-parallel-size=2\n", "")
+    assert "VQA023" not in [f.rule for f in lint(load_text(one, "t.yaml"), LintOptions())[0]]  # 1 = the default 1
+
+
+def test_gpus_per_replica_reads_the_target_in_the_deployments_namespace_first() -> None:
+    """Two entries of that name, another namespace's first (it matches too where a manifest leaves
+    its namespace open): the entry in the Deployment's own namespace is the one read."""
+    text = (CORPUS / "VQA023_gpus_per_replica_mismatch.yaml").read_text()
+    entries = ("      - namespace: other\n        deployment: qwen3-8b\n"
+               "      - namespace: llm\n        deployment: qwen3-8b\n        gpus_per_replica: 2\n")
+    listed = text.replace("      - namespace: llm\n        deployment: qwen3-8b\n        max_replicas: 8\n", entries)
+    assert listed != text
+    assert "VQA023" not in [f.rule for f in lint(load_text(listed, "t.yaml"), LintOptions())[0]]

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration, parse_quantity
+from autoscaler.adapters.kubernetes.objects import LabelSelector, Taint, Toleration, parse_quantity, pod_spec_gpus
 from autoscaler.config.annotations import PREFIX as POLICY_PREFIX
 from autoscaler.config.annotations import key_problems
 from autoscaler.config.bounded import load_yaml
@@ -115,8 +115,8 @@ def _config_selector(data: Any, origin: str) -> tuple[TargetSelector, str, int |
     """The config's `target_selector`, where it was read and the GPUs per replica of what it finds
     (`defaults`), if it has a valid one (an invalid one is check-config's to report; the controller
     would not start on it)."""
-    if not isinstance(data, dict) or data.get("target_selector") is None:
-        return None
+    if not isinstance(data, dict) or data.get("target_selector") is None or "targets" not in data:
+        return None  # a config without `targets` is refused by the controller (check-config says so)
     try:
         return TargetSelector.model_validate(data["target_selector"]), origin, _default_gpus(data), _annotation_keys(data)
     except (ValidationError, ValueError, TypeError):
@@ -158,7 +158,7 @@ class LintContext:
                     ref = ObjectRef("ConfigMap", doc.name, doc.namespace)
                     targets += _config_targets(parsed, f"listed in {ref} ({where})")
                     selectors.append(_config_selector(parsed, f"{ref} ({where})"))
-            elif not doc.kind and ("targets" in doc.data or "target_selector" in doc.data):  # the controller config file
+            elif not doc.kind and "targets" in doc.data:  # the controller's config file itself
                 targets += _config_targets(doc.data, f"listed in the controller config {where}")
                 selectors.append(_config_selector(doc.data, f"the controller config {where}"))
         for wl in self.workloads:
@@ -174,10 +174,11 @@ class LintContext:
         return targets
 
     def controller_target(self, namespace: str | None, deployment: str) -> ControllerTarget | None:
-        for target in self.targets:
-            if target.deployment == deployment and _same_namespace(target.namespace, namespace):
-                return target
-        return None
+        """The target naming this Deployment: one in its very namespace first, then one that leaves
+        a namespace open (a manifest without one, applied with `kubectl -n`)."""
+        found = [t for t in self.targets if t.deployment == deployment and _same_namespace(t.namespace, namespace)]
+        exact = [t for t in found if t.namespace == namespace]
+        return (exact or found or [None])[0]
 
     def hpa_target(self, hpa: Document) -> tuple[str, str]:
         ref = _ymap(_ymap(hpa.data.get("spec")).get("scaleTargetRef"))
@@ -253,19 +254,20 @@ def _vllm_containers(ctx: LintContext) -> Iterator[tuple[Workload, Container]]:
 
 
 @rule("VQA001", "gpu-limit-missing", Severity.ERROR,
-      "vLLM container without a GPU limit, or with one that is no whole number of at least 1 (0, 1.5, -1)",
+      "vLLM container without a GPU limit (or with 0), or with one that is no whole number (1.5, -1)",
       'set resources.limits["nvidia.com/gpu"] to the GPUs one server uses (tensor x pipeline parallel size)', pitfall=1)
 def _gpu_limit_missing(ctx: LintContext) -> Iterator[Hit]:
     for wl, c in _vllm_containers(ctx):
         bad = c.bad_gpu_limits()
         if (c.gpus > 0 and not bad) or c.dra_claims:
-            continue
+            continue  # a GPU limit (a zero for another accelerator beside it is fine), or DRA
         requested = sorted(str(n) for n in c.resource_requests() if is_gpu_resource(str(n)))
         if bad:
             name, value = sorted(bad.items())[0]
-            message = (f"GPU limit {name}: {value!r} is no whole number of GPUs of at least 1: "
-                       + ("it reserves no GPU for the server" if parse_quantity(value) == 0 and _is_zero(value)
-                          else "the API server rejects the pod"))
+            message = f"GPU limit {name}: {value!r} is no whole number of GPUs: the API server rejects the pod"
+        elif c.zero_gpu_limits():
+            message = (f"GPU limit {c.zero_gpu_limits()[0]}: 0 reserves no GPU for the server, so the pod can land on "
+                       "a node without a free GPU and vLLM fails to start, or share one with another pod")
         elif requested:
             message = (f"{requested[0]} is in resources.requests only: extended resources need a limit, "
                        "the API server rejects the pod")
@@ -273,14 +275,6 @@ def _gpu_limit_missing(ctx: LintContext) -> Iterator[Hit]:
             message = ("no GPU limit: nothing reserves a GPU for the server, so the pod can land on a node "
                        "without a free GPU and vLLM fails to start, or share one with another pod")
         yield Hit(wl.doc, line_of(c.spec, "resources", "limits"), message, c.name)
-
-
-def _is_zero(value: str) -> bool:
-    """A quantity written as zero ("0", "0.0", 0), not one that failed to parse."""
-    try:
-        return float(value) == 0.0
-    except ValueError:
-        return False
 
 
 def _gpu_selector_keys(wl: Workload) -> list[str]:
@@ -898,15 +892,16 @@ def _pdb_blocks_eviction(ctx: LintContext) -> Iterator[Hit]:
 def _gpus_per_replica_mismatch(ctx: LintContext) -> Iterator[Hit]:
     for wl in ctx.vllm_workloads:
         target = ctx.controller_target(wl.namespace, wl.name) if wl.kind == "Deployment" else None
-        if target is None or wl.gpus == 0 or any(c.bad_gpu_limits() for c in wl.containers):
-            continue  # not ours, or no valid GPU limit (VQA001)
+        gpus = pod_spec_gpus(wl.pod)  # what the controller counts: nvidia.com/gpu, init containers too
+        if target is None or gpus == 0 or any(c.bad_gpu_limits() for c in wl.containers):
+            continue  # not ours, no nvidia.com/gpu (other accelerators: the controller counts none), or VQA001's
         said, where = target.gpus_per_replica, target.origin
         annotated = wl.annotations.get(POLICY_PREFIX + "gpus_per_replica")
         honoured = target.annotation_keys is None or "gpus_per_replica" in target.annotation_keys
         if annotated is not None and honoured:  # else the controller ignores it (annotation_keys)
             said, where = _positive_int(annotated), f"its {POLICY_PREFIX}gpus_per_replica annotation"
-        if said is not None and said != wl.gpus:
-            yield Hit(wl.doc, wl.doc.line, f"gpus_per_replica is {said} ({where}) but each pod asks for {wl.gpus} "
+        if said is not None and said != gpus:
+            yield Hit(wl.doc, wl.doc.line, f"gpus_per_replica is {said} ({where}) but each pod asks for {gpus} "
                                            "GPU(s): the controller's GPU budget (max_gpus) and its check for a free "
                                            "GPU (the lead time with or without a new node) count the wrong number")
 

@@ -198,6 +198,16 @@ def _ylist(value: Any) -> YList:
     return value if isinstance(value, YList) else YList()
 
 
+def _written_zero(value: Any) -> bool:
+    """A quantity written as zero (0, "0", "0.0"), not one that failed to parse."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return float(str(value)) == 0.0
+    except ValueError:
+        return False
+
+
 @dataclass
 class Container:
     """One container of a pod template, with its vLLM command line parsed when it runs vLLM."""
@@ -252,13 +262,13 @@ class Container:
         return _ymap(_ymap(self.spec.get("resources")).get("requests"))
 
     def gpu_resources(self) -> dict[str, int]:
-        """GPU resources in the container's limits, with their counts; a limit that is no whole
-        number of at least 1 (`bad_gpu_limits`, VQA001's) counts none."""
+        """GPU resources in the container's limits, with their counts (at least 1); a limit that
+        is no whole number (`bad_gpu_limits`, VQA001's) or zero counts none."""
         bad = self.bad_gpu_limits()
         return {
             str(name): int(parse_quantity(value))
             for name, value in self.resource_limits().items()
-            if is_gpu_resource(str(name)) and str(name) not in bad
+            if is_gpu_resource(str(name)) and str(name) not in bad and not _written_zero(value)
         }
 
     @property
@@ -266,19 +276,24 @@ class Container:
         return sum(self.gpu_resources().values())
 
     def bad_gpu_limits(self) -> dict[str, str]:
-        """GPU limits that are no whole number of GPUs of at least 1 (0, 1.5, -1, "abc", NaN),
-        by resource name, with the value as written. The API server rejects a fraction or a
-        negative count of an extended resource; 0 reserves none.
+        """GPU limits that are no whole number of GPUs (1.5, -1, "abc", NaN), by resource name,
+        with the value as written: the API server rejects a fraction or a negative count of an
+        extended resource. A zero is a valid limit of none (`zero_gpu_limits`).
 
-        Worked example: {nvidia.com/gpu: "1.5"} -> {"nvidia.com/gpu": "1.5"}; {nvidia.com/gpu: 2} -> {}."""
+        Worked example: {nvidia.com/gpu: "1.5"} -> {"nvidia.com/gpu": "1.5"}; {nvidia.com/gpu: 2,
+        amd.com/gpu: 0} -> {}."""
         out: dict[str, str] = {}
         for name, value in self.resource_limits().items():
-            if not is_gpu_resource(str(name)):
+            if not is_gpu_resource(str(name)) or _written_zero(value):
                 continue
             count = parse_quantity(value) if not isinstance(value, bool) else 0.0
             if not (math.isfinite(count) and count >= 1 and count == int(count)):
                 out[str(name)] = str(value)
         return out
+
+    def zero_gpu_limits(self) -> list[str]:
+        """GPU resources whose limit is written as zero (a chart that renders every accelerator)."""
+        return sorted(str(n) for n, v in self.resource_limits().items() if is_gpu_resource(str(n)) and _written_zero(v))
 
     @property
     def dra_claims(self) -> bool:
