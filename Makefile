@@ -101,7 +101,8 @@ sensitivity: venv
 
 # How far the protocol's 3 seeds are from 10 (docs/benchmark.md#how-far-3-seeds-are-from-10): the
 # Azure conversation hour's sweep with seeds 0-9 (~15 min on 2 cores; seeds 0-2 are the published
-# runs, bit for bit), then every 3-seed subset scored against all 10.
+# runs, bit for bit), then every 3-seed subset scored against all 10; and queue-lead's shipped
+# defaults on three tuning slices with seeds 0-9 (is a seed the defaults were tuned on favoured?).
 seed-study: venv
 	mkdir -p simulations/results/seeds
 	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/azure-conv.yaml --sweep --seeds 10 --jobs $(JOBS) \
@@ -110,6 +111,10 @@ seed-study: venv
 		--markdown simulations/results/seeds/azure-conv-10-seeds.md
 	$(PY) simulations/tools/seed_study.py simulations/results/seeds/azure-conv-10-seeds.json \
 		--markdown simulations/results/seeds/azure-conv-10-seeds-study.md
+	for s in tuning-servegen-m-mid-d7-1h tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h; do \
+		$(PY) simulations/tools/start_size.py $$s --seeds 0 1 2 3 4 5 6 7 8 9 || exit 1; \
+	done > simulations/results/seeds/tuning-shipped-defaults.txt.tmp
+	mv simulations/results/seeds/tuning-shipped-defaults.txt.tmp simulations/results/seeds/tuning-shipped-defaults.txt
 
 # The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
 tuning: venv

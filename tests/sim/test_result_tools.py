@@ -390,3 +390,12 @@ def test_seed_study_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: st
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and err.startswith("seed_study: ")
     assert not out.exists()
+
+
+def test_seed_study_null_coverage_is_its_docstring_example() -> None:
+    """A right interval holds an all-seed mean that contains the subset's own seeds more often than
+    95 %, and one draw of 10 seeds moves the share by several points (so 92 % is no evidence)."""
+    tool = _tool("seed_study")
+    mean, low = tool.null_coverage(10, 3)
+    assert 0.955 <= mean <= 0.975 and 0.89 <= low <= 0.93
+    assert tool.null_coverage(10, 3) == (mean, low)  # seeded: the same table every time
