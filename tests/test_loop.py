@@ -375,7 +375,7 @@ def test_run_once_with_leader_election_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, says", [
-    (("--lease-duration", "99999999999999999999"), "lease_duration_seconds 1e+20: must be at most 3600"),
+    (("--lease-duration", "99999999999999999999"), "--lease-duration 1e+20: must be at most 3600 seconds"),
     (("--lease-duration", "5", "--renew-deadline", "10"), "leader election needs 0 < retry_period_seconds"),
 ])
 def test_bad_lease_settings_are_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], says: str) -> None:

@@ -89,8 +89,8 @@ class LeaseSettings:
                 f"got {self.retry_period_seconds}, {self.renew_deadline_seconds}, {self.lease_duration_seconds}"
             )
         if not self.lease_duration_seconds <= MAX_LEASE_DURATION_SECONDS:
-            raise ValueError(f"lease_duration_seconds {self.lease_duration_seconds:g}: must be at most "
-                             f"{MAX_LEASE_DURATION_SECONDS} (a follower waits that long after a leader dies; "
+            raise ValueError(f"--lease-duration {self.lease_duration_seconds:g}: must be at most "
+                             f"{MAX_LEASE_DURATION_SECONDS} seconds (a follower waits that long after a leader dies; "
                              "client-go's default is 15)")
         if self.lease_duration_seconds != int(self.lease_duration_seconds):
             raise ValueError(f"lease_duration_seconds must be whole seconds (the Lease stores an integer), "

@@ -255,8 +255,9 @@ class Controller:
                 )
         self._persist_state()
         self.ticks_ok += 1
-        if metrics_error is not None:  # every pod reads as absent: say why, not only "unhealthy"
-            outcomes = [dataclasses.replace(o, metrics_error=metrics_error) for o in outcomes]
+        if metrics_error is not None:  # every pod read as absent: say why where a decision read them
+            outcomes = [dataclasses.replace(o, metrics_error=metrics_error) if o.decision is not None else o
+                        for o in outcomes]
         return outcomes
 
     def _reload_config(self) -> None:

@@ -197,10 +197,14 @@ def _check_header(path: Path, raw: bytes) -> None:
     would run on wrong numbers. Spaces and a UTF-8 BOM are allowed.
 
     Example: `output_tokens,arrival_s,input_tokens` is refused, naming what it found."""
-    first = raw.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
+    line = raw.split(b"\n", 1)[0]
+    first = line.decode("utf-8", "replace").lstrip("\ufeff").strip()
     if tuple(c.strip() for c in first.split(",")) != CSV_HEADER:
-        if not first.isprintable() or "\ufffd" in first:  # a binary file (a .gz, a model): say so, not its bytes
+        if any(b < 0x20 and b not in b"\t\r" for b in line[:4096]):  # NUL, ESC...: a .gz, a model, not text
             raise ValueError(f"{path}: not a text CSV (binary data in its first line): expected the header "
+                             f"{','.join(CSV_HEADER)} (the canonical trace format)")
+        if "\ufffd" in first:
+            raise ValueError(f"{path}: its first line is not UTF-8 text: expected the header "
                              f"{','.join(CSV_HEADER)} (the canonical trace format)")
         raise ValueError(f"{path}: header {first[:80]!r}: expected {','.join(CSV_HEADER)} "
                          "(the canonical trace format, in that order)")

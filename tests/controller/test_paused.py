@@ -71,6 +71,22 @@ def test_a_paused_deployment_gets_no_write_and_says_why(
     assert line["sources"] == {"max_replicas": "configmap-target"}
 
 
+def test_a_paused_target_carries_no_prometheus_error(config: Path, kube: FakeKube, prometheus: FakePrometheus) -> None:
+    """Prometheus unreadable: a target that decided on the missing data says so (run --once exits
+    1); a paused one read nothing from it, so its row carries no error."""
+    from autoscaler.adapters.prometheus import PrometheusError
+
+    c = controller(config, kube, prometheus)
+    reads(kube, prometheus, annotated({P + "paused": "true"}), PrometheusError("connection refused"))
+    [outcome] = c.tick()
+    assert (outcome.action, outcome.metrics_error) == ("paused", None)
+    reads(kube, prometheus, annotated({}), PrometheusError("connection refused"), first=False)
+    kube.script("write_state", STORED)  # the lead times learned from the pods seen (a hold writes no scale)
+    [outcome] = c.tick()
+    assert outcome.action == "hold" and "set_replicas" not in [m for m, _ in written(kube)]
+    assert outcome.decision is not None and outcome.metrics_error == "Prometheus unreadable: connection refused"
+
+
 def test_pausing_and_unpausing_take_effect_on_the_next_tick(
     config: Path, kube: FakeKube, prometheus: FakePrometheus
 ) -> None:

@@ -133,11 +133,16 @@ def test_the_csv_header_names_the_canonical_columns_in_order(tmp_path: Path, tex
             CsvTrace(path)
 
 
-@pytest.mark.parametrize("raw", [b"\x1f\x8b\x08\x00garbage\n", b"\x00\x01garbage,\xff\n1,2,3\n"])
-def test_a_binary_file_given_as_a_trace_is_named_not_echoed(tmp_path: Path, raw: bytes) -> None:
+@pytest.mark.parametrize("raw, says", [
+    (b"\x1f\x8b\x08\x00garbage\n", "not a text CSV (binary data in its first line)"),
+    (b"\x00\x01garbage,\xff\n1,2,3\n", "not a text CSV (binary data in its first line)"),
+    (b"arrival_s,input_tokens,sortie\xe9\n0,1,2\n", "its first line is not UTF-8 text"),  # Latin-1
+    (b"arrival_s\tinput_tokens\toutput_tokens\n0\t1\t2\n", "header 'arrival_s\\tinput_tokens"),  # a TSV: text
+])
+def test_a_binary_file_given_as_a_trace_is_named_not_echoed(tmp_path: Path, raw: bytes, says: str) -> None:
     path = tmp_path / "t.csv"
     path.write_bytes(raw)
     with pytest.raises(ValueError) as err:
         CsvTrace(path)
     message = str(err.value)
-    assert "not a text CSV (binary data in its first line)" in message and "garbage" not in message
+    assert says in message and "garbage" not in message
