@@ -178,7 +178,7 @@ class LintContext:
         a namespace open (a manifest without one, applied with `kubectl -n`)."""
         found = [t for t in self.targets if t.deployment == deployment and _same_namespace(t.namespace, namespace)]
         exact = [t for t in found if t.namespace == namespace]
-        return (exact or found or [None])[0]
+        return (exact or found)[0] if found else None
 
     def hpa_target(self, hpa: Document) -> tuple[str, str]:
         ref = _ymap(_ymap(hpa.data.get("spec")).get("scaleTargetRef"))
