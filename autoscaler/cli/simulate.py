@@ -281,9 +281,9 @@ def _sweep(sc: Scenario, prep: Prepared, names: list[str], overrides: dict[str, 
     grids = _sweep_grids(sc, protocol, names, overrides)
     for name, grid in grids.items():
         _check_static(sc, prep, name, list(grid))
-    seeds = list(range(n_seeds)) if n_seeds is not None else list(protocol.seeds)
+    seeds = list(range(n_seeds)) if n_seeds is not None else list(protocol.seeds_for(sc.name))
     named = sc.name in protocol.evaluation or sc.name.startswith("tuning-")
-    preregistered = not exploratory and named and tuple(seeds) == protocol.seeds
+    preregistered = not exploratory and named and tuple(seeds) == protocol.seeds_for(sc.name)
     total = len(seeds) * sum(len(g) for g in grids.values())
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console(stderr=True), transient=True, disable=not outs.progress) as bar:

@@ -83,6 +83,18 @@ class Protocol:
     refine_static: bool = False
     """`static_refinement: every_integer_fleet` (protocol 3): the static fleet also runs every
     integer fleet between the two grid points around each attainment target (`static_refinement`)."""
+    tuning_seeds: tuple[int, ...] = ()
+    """The seeds of runs on the tuning slices, none of them an evaluation seed: a seed draws the same
+    start-up times in every scenario, so defaults tuned on seeds 0-2 could fit those draws; () = the
+    evaluation seeds (protocol files before the key)."""
+
+    def seeds_for(self, scenario: str) -> tuple[int, ...]:
+        """The seeds a sweep of `scenario` runs: the tuning seeds for a tuning slice (a scenario
+        named `tuning-*`, as `simulations/scenarios` names them), the evaluation seeds otherwise.
+
+        Worked example: seeds (0, 1, 2), tuning_seeds (100, 101, 102): "azure-conv" -> (0, 1, 2),
+        "tuning-servegen-m-mid-d9" -> (100, 101, 102); tuning_seeds () -> (0, 1, 2) for both."""
+        return self.tuning_seeds if scenario.startswith("tuning-") and self.tuning_seeds else self.seeds
 
     def provenance(self, seeds: Sequence[int], grid_points: int) -> dict[str, Any]:
         """The protocol file a sweep read, with the seeds and grid points it actually ran (the
@@ -103,7 +115,8 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
                        targets=tuple(float(t) for t in raw["attainment_targets"]),
                        evaluation=tuple(str(e) for e in raw["evaluation"]),
                        tuning=tuple(dict(t) for t in raw.get("tuning", [])), knobs=knobs, grids=grids,
-                       refine_static=_refinement(raw.get("static_refinement")))
+                       refine_static=_refinement(raw.get("static_refinement")),
+                       tuning_seeds=tuple(int(x) for x in raw.get("tuning_seeds") or ()))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{path}: not a protocol file ({type(exc).__name__}: {exc})") from None
     bad = [k for k, g in out.grids.items() if len(g) != n]
@@ -112,6 +125,9 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
     if len(set(out.seeds)) != len(out.seeds) or not out.seeds:
         # a seed twice would be one run counted twice: intervals too narrow, envelopes merged
         raise ValueError(f"{path}: seeds = {list(out.seeds)}: must be distinct, at least one")
+    if len(set(out.tuning_seeds)) != len(out.tuning_seeds) or set(out.tuning_seeds) & set(out.seeds):
+        raise ValueError(f"{path}: tuning_seeds = {list(out.tuning_seeds)}: must be distinct and none of the "
+                         f"evaluation seeds {list(out.seeds)}")
     return out
 
 

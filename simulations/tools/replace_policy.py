@@ -11,7 +11,8 @@ pins the baselines' results, tests/sim/test_slo_signals.py). `meta.replaced` rec
 policy was re-run and when; `make experiments` reruns everything.
 
 The protocol file may have changed since the published sweep only where it does not define the
-experiment: its `tuning` list (traces queue-lead's defaults may be tuned on) and comments. The
+experiment: its `tuning` list and `tuning_seeds` (the traces and seeds queue-lead's defaults may be
+tuned on) and comments. The
 published sweep's protocol is found in the file's git history by its sha256 and compared field by
 field; any other difference refuses. `meta.replaced.protocol_sha256` records the file the re-run read.
 """
@@ -19,7 +20,6 @@ field; any other difference refuses. `meta.replaced.protocol_sha256` records the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import subprocess
@@ -29,8 +29,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from autoscaler.sim.scoreboard import publish
 
@@ -49,35 +47,8 @@ def rerun(scenario: str, policy: str, jobs: int) -> dict[str, Any]:
         return doc
 
 
-PROTOCOL = "simulations/preregistered.yaml"
-NOT_THE_EXPERIMENT = ("tuning",)
-"""Protocol keys that do not change an evaluation run (which traces defaults may be tuned on)."""
-
-
-def protocol_texts_in_history(path: str = PROTOCOL) -> dict[str, str]:
-    """Every committed version of the protocol file, by the sha256 of its bytes (git history)."""
-    revs = subprocess.run(["git", "log", "--format=%H", "--", path], cwd=REPO, check=True,
-                          capture_output=True, text=True).stdout.split()
-    out: dict[str, str] = {}
-    for rev in revs:
-        blob = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, capture_output=True).stdout
-        out.setdefault(hashlib.sha256(blob).hexdigest(), blob.decode())
-    return out
-
-
-def same_experiment(published_sha: str, fresh_sha: str, texts: dict[str, str]) -> bool:
-    """Whether two protocol versions define the same evaluation: equal after dropping the keys of
-    NOT_THE_EXPERIMENT (comments never count: YAML drops them). Unknown versions are not the same."""
-    if published_sha == fresh_sha:
-        return True
-    if published_sha not in texts or fresh_sha not in texts:
-        return False
-
-    def experiment(sha: str) -> Any:
-        raw = yaml.safe_load(texts[sha])
-        return {k: v for k, v in raw.items() if k not in NOT_THE_EXPERIMENT} if isinstance(raw, dict) else raw
-
-    return bool(experiment(published_sha) == experiment(fresh_sha))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared module, run as a script or loaded
+from protocol_history import NOT_THE_EXPERIMENT, PROTOCOL, protocol_texts_in_history, same_experiment  # noqa: E402,F401
 
 
 BOUND_RTOL = 1e-9

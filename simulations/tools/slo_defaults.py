@@ -49,6 +49,9 @@ from autoscaler.sim.experiment import (
 from autoscaler.sim.runner import run
 from autoscaler.sim.frontier import mean_ci
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared module, run as a script or loaded
+from protocol_history import is_current  # noqa: E402
+
 RESULTS = REPO / "simulations" / "results"
 SCENARIOS = REPO / "simulations" / "scenarios"
 OURS = "queue-lead"
@@ -187,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"slo_defaults: {name}: no published sweep ({published.name}), left out", file=sys.stderr)
             continue
         doc = json.loads(published.read_text())
-        if doc.get("protocol", {}).get("sha256") != protocol.sha256:
+        if not is_current(str(doc.get("protocol", {}).get("sha256")), protocol.sha256):
             print(f"slo_defaults: {name}: its published sweep ran protocol {doc.get('protocol', {}).get('sha256', '?')[:12]}, "
                   f"the protocol file is {protocol.sha256[:12]}: left out (make experiments)", file=sys.stderr)
             continue

@@ -3,10 +3,11 @@ how it climbs from an under-sized fleet or sheds an over-sized one. For the tuni
 simulations/preregistered.yaml only (docs/slo-policy.md quotes its rows): never to choose a
 default on an evaluation scenario.
 
-    python simulations/tools/start_size.py tuning-servegen-m-mid-d2-2h --start 8 20 [--seeds 0 1 2]
-    python simulations/tools/start_size.py tuning-servegen-m-mid-d7-1h --static 10 11 --seeds 0 1 2
+    python simulations/tools/start_size.py tuning-servegen-m-mid-d2-2h --start 8 20 [--seeds 100 101 102]
+    python simulations/tools/start_size.py tuning-servegen-m-mid-d7-1h --static 10 11
 
 One line per (start, seed): attainment %, node GPU-hours, and the spec replicas every 10 minutes.
+The seeds default to the protocol's tuning seeds (`tuning_seeds`), none of them an evaluation seed.
 A start of 0 means the protocol's own start (`Prepared.initial_need`). `--static N ...`: a fixed
 fleet of N replicas instead (the comparison docs/slo-policy.md quotes for a tuning slice).
 """
@@ -51,16 +52,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario", help="a scenario name in simulations/scenarios (a tuning slice)")
     ap.add_argument("--start", type=int, nargs="+", default=[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="default: for a tuning slice the protocol's tuning seeds (none an evaluation seed), else seed 0")
     ap.add_argument("--static", type=int, nargs="+", default=[], metavar="N", help="static fleets of N replicas instead")
     args = ap.parse_args(argv)
     path = SCENARIOS / f"{args.scenario}.yaml"
     if not path.exists() or any(s < 0 for s in args.start) or any(n < 1 for n in args.static):
         print(f"start_size: no scenario {path}, a negative start or a static fleet below 1", file=sys.stderr)
         return 2
-    if args.scenario in load_protocol().evaluation:
+    protocol = load_protocol()
+    if args.scenario in protocol.evaluation:
         print(f"start_size: {args.scenario} is an evaluation scenario of the protocol: tuning slices only", file=sys.stderr)
         return 2
+    if args.seeds is None:  # a tuning slice: the tuning seeds; another scenario (the demo): seed 0
+        args.seeds = list(protocol.seeds_for(args.scenario)) if args.scenario.startswith("tuning-") else [0]
     sc = Scenario.load(path)
     for n in args.static:
         for seed in args.seeds:

@@ -23,6 +23,9 @@ from autoscaler.config.atomic import atomic_path
 from autoscaler.sim.experiment import load_protocol
 from autoscaler.sim.scoreboard import cost_cell, winners_line
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared module, run as a script or loaded
+from protocol_history import is_current  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
@@ -63,7 +66,7 @@ def markdown(docs: list[dict[str, Any]], ceiling: dict[str, dict[str, Any]] | No
         lines += [f"## {doc['scenario']}", "",
                   f"Protocol {doc['protocol']['path']} sha256 `{doc['protocol']['sha256'][:12]}`, seeds "
                   f"{doc['protocol']['seeds']}."
-                  + ("" if protocol_sha is None or doc["protocol"]["sha256"] == protocol_sha else
+                  + ("" if protocol_sha is None or is_current(doc["protocol"]["sha256"], protocol_sha) else
                      f" **Not the current protocol** (`{protocol_sha[:12]}`): this sweep is older, its rows "
                      "miss what the protocol added since; `make experiments` regenerates it."), "",
                   "| policy | " + " | ".join(f"@{100 * float(t):g} %" for t in targets) + " |",

@@ -301,6 +301,52 @@ def test_a_protocol_with_a_seed_twice_is_refused(tmp_path: Path) -> None:
     assert len(set(load_protocol().seeds)) == len(load_protocol().seeds) >= 3
 
 
+@pytest.mark.parametrize("tuning_seeds, says", [([100, 100], "must be distinct"), ([2, 100], "none of the evaluation")])
+def test_tuning_seeds_are_distinct_and_no_evaluation_seed(tmp_path: Path, tuning_seeds: list[int], says: str) -> None:
+    from autoscaler.sim.experiment import PROTOCOL_PATH, load_protocol
+
+    doc = yaml.safe_load(Path(PROTOCOL_PATH).read_text())
+    doc["tuning_seeds"] = tuning_seeds
+    path = tmp_path / "protocol.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ValueError, match=says):
+        load_protocol(path)
+
+
+def test_a_tuning_slice_runs_the_tuning_seeds(tmp_path: Path) -> None:
+    """Protocol.seeds_for, its docstring example; without the key (older protocol files) the
+    evaluation seeds, as before."""
+    from autoscaler.sim.experiment import PROTOCOL_PATH, load_protocol
+
+    doc = yaml.safe_load(Path(PROTOCOL_PATH).read_text())
+    doc["seeds"], doc["tuning_seeds"] = [0, 1, 2], [100, 101, 102]
+    path = tmp_path / "protocol.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    p = load_protocol(path)
+    assert p.seeds_for("azure-conv") == (0, 1, 2) and p.seeds_for("tuning-servegen-m-mid-d9") == (100, 101, 102)
+    del doc["tuning_seeds"]
+    path.write_text(yaml.safe_dump(doc))
+    assert load_protocol(path).seeds_for("tuning-servegen-m-mid-d9") == (0, 1, 2)
+
+
+def test_a_protocol_changed_only_in_its_tuning_keeps_the_published_sweeps_current() -> None:
+    """summary.py and slo_defaults.py judge "the current protocol" as replace_policy does: a change of
+    the tuning traces or seeds only leaves the published sweeps current."""
+    history = _tool("protocol_history")
+    base = "seeds: [0, 1, 2]\ngrid_points: 8\ntuning: []\n"
+    texts = {"a": base, "b": base.replace("tuning: []", "tuning: [x]") + "tuning_seeds: [100]\n",
+             "c": base.replace("[0, 1, 2]", "[0, 1]")}
+    assert history.same_experiment("a", "b", texts) and not history.same_experiment("a", "c", texts)
+    from autoscaler.sim.experiment import load_protocol
+
+    current = load_protocol().sha256
+    for path in sorted((TOOLS.parents[0] / "results").glob("*.json")):
+        doc = json.loads(path.read_text())
+        if "protocol" in doc and "lower_bound" in doc:  # a sweep: its protocol defines today's experiment
+            assert history.is_current(doc["protocol"]["sha256"], current), path.name
+    assert not history.is_current("0" * 64, current)  # no such version in the history
+
+
 def test_slo_defaults_leaves_out_a_sweep_of_another_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     tool = _tool("slo_defaults")
