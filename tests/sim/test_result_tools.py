@@ -327,6 +327,8 @@ def test_a_tuning_slice_runs_the_tuning_seeds(tmp_path: Path) -> None:
     del doc["tuning_seeds"]
     path.write_text(yaml.safe_dump(doc))
     assert load_protocol(path).seeds_for("tuning-servegen-m-mid-d9") == (0, 1, 2)
+    current = load_protocol()
+    assert not set(current.seeds_for("tuning-servegen-m-mid-d9")) & set(current.seeds)  # the shipped protocol
 
 
 def test_a_protocol_changed_only_in_its_tuning_keeps_the_published_sweeps_current() -> None:
