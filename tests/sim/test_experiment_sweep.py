@@ -173,13 +173,8 @@ def test_the_bound_is_below_every_policy_in_the_document(swept: tuple[dict[str, 
 
 
 def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
-    import importlib.util
-
     doc, _ = swept
-    spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
-    assert spec and spec.loader
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _summary_tool()
     (tmp_path / "x.json").write_text(json.dumps(doc))
     (tmp_path / "calibration.json").write_text("{}")
     assert tool.load(tmp_path) == []
@@ -202,15 +197,21 @@ def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any],
     assert "Routing sensitivity" not in (tmp_path / "summary.md").read_text()  # no sensitivity sweep
 
 
-def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tuple[dict[str, Any], Path],
-                                                                      tmp_path: Path) -> None:
+def _summary_tool() -> Any:
+    """simulations/tools/summary.py, loaded as a module."""
     import importlib.util
 
-    doc, _ = swept
     spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
     assert spec and spec.loader
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tuple[dict[str, Any], Path],
+                                                                      tmp_path: Path) -> None:
+    doc, _ = swept
+    tool = _summary_tool()
     (tmp_path / "demo.json").write_text(json.dumps({**doc, "preregistered": True}))
     (tmp_path / "sensitivity").mkdir()
     routed = json.loads(json.dumps(doc))
@@ -234,13 +235,8 @@ def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tup
 
 def test_summary_puts_a_many_seed_sweep_beside_the_published_one(swept: tuple[dict[str, Any], Path],
                                                                    tmp_path: Path) -> None:
-    import importlib.util
-
     doc, _ = swept
-    spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
-    assert spec and spec.loader
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _summary_tool()
     (tmp_path / "demo.json").write_text(json.dumps({**doc, "preregistered": True}))
     (tmp_path / "seeds").mkdir()
     more = json.loads(json.dumps(doc))
