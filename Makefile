@@ -69,7 +69,7 @@ demo: $(DEMO_STAMP)
 
 # The published benchmark (docs/benchmark.md), from a fresh clone: every evaluation scenario of
 # simulations/preregistered.yaml, every policy x its 8 grid points x seeds 0-2 (~2.5 h on 2 cores),
-# the routing-sensitivity sweeps (~40 min more), the 10-seed study (~15 min), then the summary of all scenarios. Tuning traces:
+# the routing-sensitivity sweeps (~40 min more), the 10-seed study (~50 min), then the summary of all scenarios. Tuning traces:
 # `make tuning`.
 EVALUATION := azure-conv azure-code azure-code-long servegen-m-mid-1d servegen-m-small-1d
 TUNING := tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9 tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h tuning-servegen-m-mid-d7-1h
@@ -102,7 +102,8 @@ sensitivity: venv
 # How far the protocol's 3 seeds are from 10 (docs/benchmark.md#how-far-3-seeds-are-from-10): the
 # Azure conversation hour's sweep with seeds 0-9 (~15 min on 2 cores; seeds 0-2 are the published
 # runs, bit for bit), then every 3-seed subset scored against all 10; and queue-lead's shipped
-# defaults on three tuning slices with seeds 0-9 (is a seed the defaults were tuned on favoured?).
+# defaults on the tuning slices and on every evaluation scenario with seeds 0-9 (is a seed the
+# defaults were tuned on favoured?). ~50 min in all.
 seed-study: venv
 	mkdir -p simulations/results/seeds
 	$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/azure-conv.yaml --sweep --seeds 10 --jobs $(JOBS) \
@@ -111,10 +112,12 @@ seed-study: venv
 		--markdown simulations/results/seeds/azure-conv-10-seeds.md
 	$(PY) simulations/tools/seed_study.py simulations/results/seeds/azure-conv-10-seeds.json \
 		--markdown simulations/results/seeds/azure-conv-10-seeds-study.md
-	for s in tuning-servegen-m-mid-d7-1h tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h; do \
+	for s in tuning-servegen-m-mid-d7-1h tuning-servegen-m-mid-d2-2h tuning-servegen-m-small-d5-2h \
+		tuning-servegen-m-small-d9 tuning-servegen-m-mid-d9; do \
 		$(PY) simulations/tools/start_size.py $$s --seeds 0 1 2 3 4 5 6 7 8 9 || exit 1; \
 	done > simulations/results/seeds/tuning-shipped-defaults.txt.tmp
 	mv simulations/results/seeds/tuning-shipped-defaults.txt.tmp simulations/results/seeds/tuning-shipped-defaults.txt
+	$(PY) simulations/tools/defaults_seeds.py --seeds 10 --jobs $(JOBS)
 
 # The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
 tuning: venv

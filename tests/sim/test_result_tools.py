@@ -447,3 +447,21 @@ def test_seed_study_null_coverage_is_its_docstring_example() -> None:
     mean, low = tool.null_coverage(10, 3)
     assert 0.955 <= mean <= 0.975 and 0.89 <= low <= 0.93
     assert tool.null_coverage(10, 3) == (mean, low)  # seeded: the same table every time
+
+
+def test_defaults_seeds_summary_is_its_docstring_example() -> None:
+    tool = _tool("defaults_seeds")
+    runs = [{"seed": s, "slo_attainment": 0.999, "gpu_hours_nodes": c} for s, c in enumerate([10.8, 9.9, 10.5, 11.3, 11.1])]
+    row = tool.summarize("azure-conv", runs, (0, 1, 2))
+    assert row["protocol_seeds"]["cost_rank"] == [3, 1, 2]
+    assert row["gpu_hours_nodes"]["mean"] == pytest.approx(10.72)
+    assert row["protocol_seeds"]["gpu_hours_nodes"]["mean"] == pytest.approx(10.4)
+    line = tool.markdown([row]).splitlines()[-1]
+    assert line.startswith("| azure-conv | 99.9 ") and "| 3, 1, 2 | 99.90 |" in line
+
+
+def test_defaults_seeds_refuses_too_few_seeds_or_an_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    tool = _tool("defaults_seeds")
+    assert tool.main(["--seeds", "3"]) == 2
+    assert tool.main(["--scenario", "no-such"]) == 2
+    assert capsys.readouterr().err.count("\n") == 2
