@@ -84,9 +84,10 @@ class Protocol:
     """`static_refinement: every_integer_fleet` (protocol 3): the static fleet also runs every
     integer fleet between the two grid points around each attainment target (`static_refinement`)."""
     tuning_seeds: tuple[int, ...] = ()
-    """The seeds of runs on the tuning slices, none of them an evaluation seed: a seed draws the same
-    start-up times in every scenario, so defaults tuned on seeds 0-2 could fit those draws; () = the
-    evaluation seeds (protocol files before the key)."""
+    """The seeds of runs on the tuning slices, none of them an evaluation seed (`tuning.yaml` beside
+    the protocol file, outside it: they define no evaluation, so changing them leaves the published
+    sweeps' protocol as it was): a seed draws the same start-up times in every scenario, so defaults
+    tuned on seeds 0-2 could fit those draws; () = the evaluation seeds (no tuning.yaml)."""
 
     def seeds_for(self, scenario: str) -> tuple[int, ...]:
         """The seeds a sweep of `scenario` runs: the tuning seeds for a tuning slice (a scenario
@@ -100,6 +101,17 @@ class Protocol:
         """The protocol file a sweep read, with the seeds and grid points it actually ran (the
         protocol's own when the document says `preregistered: true`)."""
         return {"path": self.path, "sha256": self.sha256, "seeds": list(seeds), "grid_points": grid_points}
+
+
+TUNING_FILE: Final = "tuning.yaml"
+
+
+def _tuning_seeds(path: Path) -> tuple[int, ...]:
+    """`tuning_seeds` of the tuning file beside the protocol (simulations/tuning.yaml); () without one."""
+    if not path.exists():
+        return ()
+    raw = load_yaml_mapping(path, "tuning file")
+    return tuple(int(x) for x in raw.get("tuning_seeds") or ())
 
 
 def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
@@ -116,7 +128,7 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
                        evaluation=tuple(str(e) for e in raw["evaluation"]),
                        tuning=tuple(dict(t) for t in raw.get("tuning", [])), knobs=knobs, grids=grids,
                        refine_static=_refinement(raw.get("static_refinement")),
-                       tuning_seeds=tuple(int(x) for x in raw.get("tuning_seeds") or ()))
+                       tuning_seeds=_tuning_seeds(p.with_name(TUNING_FILE)))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{path}: not a protocol file ({type(exc).__name__}: {exc})") from None
     bad = [k for k, g in out.grids.items() if len(g) != n]
@@ -126,8 +138,8 @@ def load_protocol(path: str | Path = PROTOCOL_PATH) -> Protocol:
         # a seed twice would be one run counted twice: intervals too narrow, envelopes merged
         raise ValueError(f"{path}: seeds = {list(out.seeds)}: must be distinct, at least one")
     if len(set(out.tuning_seeds)) != len(out.tuning_seeds) or set(out.tuning_seeds) & set(out.seeds):
-        raise ValueError(f"{path}: tuning_seeds = {list(out.tuning_seeds)}: must be distinct and none of the "
-                         f"evaluation seeds {list(out.seeds)}")
+        raise ValueError(f"{p.with_name(TUNING_FILE)}: tuning_seeds = {list(out.tuning_seeds)}: must be distinct and "
+                         f"none of the evaluation seeds {list(out.seeds)} ({path})")
     return out
 
 

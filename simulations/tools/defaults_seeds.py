@@ -26,13 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared mo
 from slo_defaults import REPO, SCENARIOS, run_defaults  # noqa: E402
 
 
+def mean_rank(values: Sequence[float], i: int) -> float:
+    """The rank of values[i] among `values`, 1 = smallest, ties at their mean rank (so that a tie
+    favours no seed). Worked example: [3, 1, 3, 2], i = 0 -> 3.5 (ranks 3 and 4 shared)."""
+    below = sum(1 for v in values if v < values[i])
+    same = sum(1 for v in values if v == values[i])
+    return below + (same + 1) / 2
+
+
 def summarize(name: str, per_seed: Sequence[dict[str, Any]], protocol_seeds: Sequence[int]) -> dict[str, Any]:
     """One scenario's row from its runs (`seed`, `slo_attainment`, `gpu_hours_nodes`, in seed order).
 
     Worked example: costs 10.8, 9.9, 10.5, 11.3, 11.1 for seeds 0-4, protocol seeds (0, 1, 2) ->
     ranks [3, 1, 2] (cheapest first), all-seed mean 10.72, protocol-seed mean 10.4."""
     costs = [r["gpu_hours_nodes"] for r in per_seed]
-    order = sorted(range(len(costs)), key=lambda i: costs[i])
     seeds = [r["seed"] for r in per_seed]
     ours = [i for i, s in enumerate(seeds) if s in protocol_seeds]
     return {
@@ -42,7 +49,7 @@ def summarize(name: str, per_seed: Sequence[dict[str, Any]], protocol_seeds: Seq
         "protocol_seeds": {"seeds": [seeds[i] for i in ours],
                            "slo_attainment": mean_ci([per_seed[i]["slo_attainment"] for i in ours], 0.0, 1.0),
                            "gpu_hours_nodes": mean_ci([costs[i] for i in ours], 0.0),
-                           "cost_rank": [order.index(i) + 1 for i in ours]},
+                           "cost_rank": [mean_rank(costs, i) for i in ours]},
     }
 
 
@@ -67,7 +74,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
         low = min(x["slo_attainment"] for x in r["per_seed"])
         lines.append(f"| {r['scenario']} | {_cell(r['slo_attainment'], 100, 4)} | {_cell(r['gpu_hours_nodes'])} | "
                      f"{_cell(p['slo_attainment'], 100, 4)} | {_cell(p['gpu_hours_nodes'])} | "
-                     f"{', '.join(map(str, p['cost_rank']))} | {100 * low:.2f} |")
+                     f"{', '.join(format(r, 'g') for r in p['cost_rank'])} | {100 * low:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -198,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(row(name, run_defaults(sc, protocol.seeds, args.jobs), doc,
                         start_ceilings(sc, protocol.seeds, args.jobs)))
         print(markdown(rows[-1:]).splitlines()[-1], file=sys.stderr)
+    if not rows:  # every scenario left out: the published table stays as it was
+        print("slo_defaults: no scenario measured; nothing written", file=sys.stderr)
+        return 1
     return write(rows, args.out or RESULTS / "slo-defaults")
 
 

@@ -502,3 +502,18 @@ def test_the_sweep_counts_its_refined_runs_before_they_start() -> None:
     extra = out.refined.get("static", ())
     assert extra and more == [(len(extra), 3)]  # announced once the 3 grid runs ended
     assert len(done) == 3 + len(extra) == len(out.outcomes)
+
+
+def test_a_sweep_of_a_tuning_slice_runs_the_tuning_seeds() -> None:
+    """`make tuning`'s sweeps run simulations/tuning.yaml's seeds, none an evaluation seed (a
+    minute of the bursty tuning hour, the static fleet alone: ~15 s)."""
+    from autoscaler.sim.experiment import load_protocol
+
+    scenario = str(REPO / "simulations" / "scenarios" / "tuning-servegen-m-mid-d7-1h.yaml")
+    res = CliRunner().invoke(main, ["simulate", "--scenario", scenario, "--duration", "60", "--policy", "static",
+                                    "--sweep", "--jobs", "1", "--no-progress", "-o", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    protocol = load_protocol()
+    assert doc["protocol"]["seeds"] == list(protocol.tuning_seeds) == [100, 101, 102]
+    assert all(p["seeds"] == [100, 101, 102] for p in doc["policies"]["static"]["points"])

@@ -301,34 +301,43 @@ def test_a_protocol_with_a_seed_twice_is_refused(tmp_path: Path) -> None:
     assert len(set(load_protocol().seeds)) == len(load_protocol().seeds) >= 3
 
 
-@pytest.mark.parametrize("tuning_seeds, says", [([100, 100], "must be distinct"), ([2, 100], "none of the evaluation")])
-def test_tuning_seeds_are_distinct_and_no_evaluation_seed(tmp_path: Path, tuning_seeds: list[int], says: str) -> None:
-    from autoscaler.sim.experiment import PROTOCOL_PATH, load_protocol
+def _protocol_with(tmp_path: Path, seeds: list[int], tuning_seeds: list[int] | None) -> Path:
+    """A copy of the shipped protocol with `seeds`, and a tuning.yaml beside it (None: none)."""
+    from autoscaler.sim.experiment import PROTOCOL_PATH
 
     doc = yaml.safe_load(Path(PROTOCOL_PATH).read_text())
-    doc["tuning_seeds"] = tuning_seeds
+    doc["seeds"] = seeds
     path = tmp_path / "protocol.yaml"
     path.write_text(yaml.safe_dump(doc))
+    if tuning_seeds is not None:
+        (tmp_path / "tuning.yaml").write_text(yaml.safe_dump({"tuning_seeds": tuning_seeds}))
+    return path
+
+
+@pytest.mark.parametrize("tuning_seeds, says", [([100, 100], "must be distinct"), ([2, 100], "none of the evaluation")])
+def test_tuning_seeds_are_distinct_and_no_evaluation_seed(tmp_path: Path, tuning_seeds: list[int], says: str) -> None:
+    from autoscaler.sim.experiment import load_protocol
+
     with pytest.raises(ValueError, match=says):
-        load_protocol(path)
+        load_protocol(_protocol_with(tmp_path, [0, 1, 2], tuning_seeds))
 
 
 def test_a_tuning_slice_runs_the_tuning_seeds(tmp_path: Path) -> None:
-    """Protocol.seeds_for, its docstring example; without the key (older protocol files) the
-    evaluation seeds, as before."""
-    from autoscaler.sim.experiment import PROTOCOL_PATH, load_protocol
+    """Protocol.seeds_for, its docstring example; without a tuning.yaml the evaluation seeds, as
+    before; the shipped ones are no evaluation seed, and live outside the protocol file, whose
+    bytes (the published sweeps' sha256) they leave alone."""
+    from autoscaler.sim.experiment import load_protocol
 
-    doc = yaml.safe_load(Path(PROTOCOL_PATH).read_text())
-    doc["seeds"], doc["tuning_seeds"] = [0, 1, 2], [100, 101, 102]
-    path = tmp_path / "protocol.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    p = load_protocol(path)
+    p = load_protocol(_protocol_with(tmp_path, [0, 1, 2], [100, 101, 102]))
     assert p.seeds_for("azure-conv") == (0, 1, 2) and p.seeds_for("tuning-servegen-m-mid-d9") == (100, 101, 102)
-    del doc["tuning_seeds"]
-    path.write_text(yaml.safe_dump(doc))
-    assert load_protocol(path).seeds_for("tuning-servegen-m-mid-d9") == (0, 1, 2)
+    (tmp_path / "tuning.yaml").unlink()
+    assert load_protocol(tmp_path / "protocol.yaml").seeds_for("tuning-servegen-m-mid-d9") == (0, 1, 2)
     current = load_protocol()
-    assert not set(current.seeds_for("tuning-servegen-m-mid-d9")) & set(current.seeds)  # the shipped protocol
+    assert not set(current.seeds_for("tuning-servegen-m-mid-d9")) & set(current.seeds) and current.tuning_seeds
+    for path in sorted((TOOLS.parents[0] / "results").glob("*.json")):
+        doc = json.loads(path.read_text())
+        if "protocol" in doc and "lower_bound" in doc:
+            assert doc["protocol"]["sha256"] == current.sha256, path.name  # no published sweep made stale
 
 
 def test_a_protocol_changed_only_in_its_tuning_keeps_the_published_sweeps_current() -> None:
@@ -354,9 +363,10 @@ def test_slo_defaults_leaves_out_a_sweep_of_another_protocol(tmp_path: Path, mon
     tool = _tool("slo_defaults")
     (tmp_path / "azure-conv.json").write_text(json.dumps({"protocol": {"sha256": "0c9f25d149ac" + "0" * 52}}))
     monkeypatch.setattr(tool, "RESULTS", tmp_path)
-    assert tool.main(["--scenario", "azure-conv", "--out", str(tmp_path / "out")]) == 0
-    assert "its published sweep ran protocol 0c9f25d149ac" in capsys.readouterr().err
-    assert json.loads((tmp_path / "out.json").read_text()) == {"rows": []}  # nothing run, nothing compared
+    assert tool.main(["--scenario", "azure-conv", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "its published sweep ran protocol 0c9f25d149ac" in err and "nothing written" in err
+    assert not (tmp_path / "out.json").exists()  # nothing run: a published table is never replaced by an empty one
 
 
 def test_rescore_refuses_a_document_it_cannot_rescore_in_one_line_and_leaves_it(tmp_path: Path) -> None:
@@ -454,6 +464,7 @@ def test_defaults_seeds_summary_is_its_docstring_example() -> None:
     runs = [{"seed": s, "slo_attainment": 0.999, "gpu_hours_nodes": c} for s, c in enumerate([10.8, 9.9, 10.5, 11.3, 11.1])]
     row = tool.summarize("azure-conv", runs, (0, 1, 2))
     assert row["protocol_seeds"]["cost_rank"] == [3, 1, 2]
+    assert tool.mean_rank([3, 1, 3, 2], 0) == 3.5 and tool.mean_rank([3, 1, 3, 2], 1) == 1
     assert row["gpu_hours_nodes"]["mean"] == pytest.approx(10.72)
     assert row["protocol_seeds"]["gpu_hours_nodes"]["mean"] == pytest.approx(10.4)
     line = tool.markdown([row]).splitlines()[-1]
@@ -465,3 +476,19 @@ def test_defaults_seeds_refuses_too_few_seeds_or_an_unknown_scenario(capsys: pyt
     assert tool.main(["--seeds", "3"]) == 2
     assert tool.main(["--scenario", "no-such"]) == 2
     assert capsys.readouterr().err.count("\n") == 2
+
+
+def test_start_size_runs_a_tuning_slice_on_the_tuning_seeds(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    tool = _tool("start_size")
+    seen: list[int] = []
+
+    def fake(sc: Any, seed: int, start: int) -> dict[str, Any]:
+        seen.append(seed)
+        return {"start": start, "seed": seed, "slo_attainment": 1.0, "gpu_hours_nodes": 1.0, "spec_every_10_min": [1]}
+
+    monkeypatch.setattr(tool, "run_from", fake)
+    assert tool.main(["tuning-servegen-m-mid-d7-1h"]) == 0
+    assert seen == [100, 101, 102]
+    seen.clear()
+    assert tool.main(["tuning-servegen-m-mid-d7-1h", "--seeds", "0"]) == 0 and seen == [0]  # asked for: as asked
