@@ -31,9 +31,10 @@ def protocol_texts_in_history(path: str = PROTOCOL) -> dict[str, str]:
 
 
 def is_current(published_sha: str, current_sha: str) -> bool:
-    """Whether a sweep of protocol `published_sha` defines the evaluation the protocol file now
-    does (`current_sha`): the same file, or one changed only outside the experiment. Reads the git
-    history only when the two differ; without git (a tarball), a different file is not current."""
+    """Whether a sweep of protocol `published_sha` defines the evaluation that `current_sha` does
+    (the protocol file now, or another sweep's): the same file, or one changed only outside the
+    experiment. Reads the git history only when the two differ; without it (a tarball, a shallow
+    clone), a different file is not the same experiment."""
     if published_sha == current_sha:
         return True
     try:

@@ -105,7 +105,7 @@ def routing_sensitivity(folder: Path, docs: list[dict[str, Any]]) -> str:
                   "left out", file=sys.stderr)
             continue
         targets = [f"{float(t):g}" for t in doc["slo"]["attainment_targets"]]
-        same = doc["protocol"]["sha256"] == base["protocol"]["sha256"]
+        same = is_current(doc["protocol"]["sha256"], base["protocol"]["sha256"])  # the same experiment
         lines += [f"### {base['scenario']}", "",
                   f"{len(doc['policies'])} of {len(base['policies'])} policies"
                   + ("" if same else " (**another protocol than the published sweep's**)") + ".", "",
@@ -137,7 +137,7 @@ def seed_count(folder: Path, docs: list[dict[str, Any]]) -> str:
     for path in sorted(folder.glob("*-10-seeds.json")) if folder.is_dir() else []:
         doc = json.loads(path.read_text())
         base = published.get(str(doc.get("scenario", "")))
-        if base is None or doc["protocol"]["sha256"] != base["protocol"]["sha256"]:
+        if base is None or not is_current(doc["protocol"]["sha256"], base["protocol"]["sha256"]):
             print(f"summary: seeds/{path.name}: no published sweep of its scenario and protocol; left out", file=sys.stderr)
             continue
         missing = sorted(set(doc["policies"]) - set(base["policies"]))
