@@ -119,7 +119,8 @@ seed-study: venv
 	mv simulations/results/seeds/tuning-shipped-defaults.txt.tmp simulations/results/seeds/tuning-shipped-defaults.txt
 	$(PY) simulations/tools/defaults_seeds.py --seeds 10 --jobs $(JOBS)
 
-# The same sweep on the tuning traces (queue-lead's defaults are tuned on these only); not published.
+# The same sweep on the tuning traces (queue-lead's defaults are tuned on these only), with the tuning
+# seeds of simulations/tuning.yaml (none an evaluation seed); not published.
 tuning: venv
 	for s in $(TUNING); do \
 		$(VENV)/bin/autoscaler simulate --scenario simulations/scenarios/$$s.yaml --sweep --jobs $(JOBS) \
