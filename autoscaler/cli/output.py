@@ -16,7 +16,6 @@ import importlib
 import json
 import math
 import os
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +24,7 @@ import click
 from rich.console import Console
 
 from autoscaler.cli.errors import fail
+from autoscaler.config.atomic import written_in_place
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -136,22 +136,11 @@ def check_output_suffix(flag: str, path: str | None, suffix: str) -> None:
         fail(f"{flag} {path}: must end in {suffix}")
 
 
-def _written_in_place(path: str) -> bool:
-    """An existing device or FIFO (/dev/stdout, /dev/null, a pipe): written in place, never
-    renamed over (`config.atomic`), so two outputs may share it and its folder need not be
-    writable."""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
-
-
 def _same_file(a: str, b: str) -> bool:
     """Whether two paths name one file: the same path once resolved, or (both existing) one inode
     (a hard link, a bind mount). A device or FIFO is never "the same file": what is written to
     it streams through."""
-    if _written_in_place(a) or _written_in_place(b):
+    if written_in_place(a) or written_in_place(b):
         return False
     try:
         if Path(a).resolve() == Path(b).resolve():
@@ -190,7 +179,7 @@ def check_output_path(flag: str, path: str | None, suffix: str | None = None, ma
     target = Path(path)
     if suffix is not None and target.suffix.lower() != suffix:
         fail(f"{flag} {path}: must end in {suffix}")
-    if _written_in_place(path):  # /dev/stdout: its folder (/dev) is no one's to write in
+    if written_in_place(path):  # /dev/stdout: its folder (/dev) is no one's to write in
         return
     if target.is_dir():
         fail(f"{flag} {path}: is a directory; give a file")

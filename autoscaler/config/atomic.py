@@ -19,10 +19,21 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
+def written_in_place(path: str | os.PathLike[str]) -> bool:
+    """A path that exists and is neither a regular file nor a folder (/dev/stdout, /dev/null, a
+    FIFO): `atomic_path` writes it in place, so two outputs may share it and its folder need
+    not be writable. Worked example: /dev/null -> True; a missing or a regular file -> False."""
+    try:
+        target = Path(path)
+        return target.exists() and not target.is_file() and not target.is_dir()
+    except (OSError, ValueError):  # a NUL byte, a name too long: not a device either
+        return False
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     final = Path(path)
-    if final.exists() and not final.is_file():
+    if written_in_place(final):
         yield final
         return
     folder = final.parent

@@ -142,3 +142,18 @@ def test_several_outputs_are_all_written_or_none(tmp_path: Path) -> None:
     assert (json_out.read_text(), plot_out.read_bytes()) == ("new", b"png")
     with atomic_paths([]) as none:
         assert none == []
+
+
+def test_written_in_place_is_a_device_or_fifo_only(tmp_path: Path) -> None:
+    """The one rule `atomic_path` and the CLI's output checks share (its docstring example)."""
+    import os as _os
+
+    from autoscaler.config.atomic import written_in_place
+
+    fifo = tmp_path / "fifo"
+    _os.mkfifo(fifo)
+    regular = tmp_path / "f.json"
+    regular.write_text("{}")
+    assert written_in_place("/dev/null") and written_in_place(fifo)
+    assert not written_in_place(regular) and not written_in_place(tmp_path) and not written_in_place(tmp_path / "no")
+    assert not written_in_place("a\x00b")

@@ -400,18 +400,26 @@ def test_every_published_document_follows_the_schema() -> None:
         assert doc["preregistered"] is True, doc["scenario"]
 
 
-def test_every_routing_sensitivity_document_follows_the_schema_and_routes_only_the_unlimited() -> None:
-    folder = REPO / "simulations" / "results" / "sensitivity"
-    paths = sorted(folder.glob("*-random-routing.json"))
+def _beside_published(folder: str, suffix: str, none: str) -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    """(path, document, published document) of every simulations/results/FOLDER/NAME{suffix}.json,
+    each valid against the schema and of the published sweep's protocol (skipped when none)."""
+    paths = sorted((REPO / "simulations" / "results" / folder).glob(f"*{suffix}.json"))
     if not paths:
-        pytest.skip("no routing-sensitivity sweep published")
+        pytest.skip(none)
     schema = _schema()
+    out = []
     for path in paths:
         doc = json.loads(path.read_text())
         validate(doc, schema, schema, doc.get("scenario", "$"))
-        assert doc["meta"]["routing"] == "random" and doc["preregistered"] is False, path.name
-        base = json.loads((folder.parent / path.name.replace("-random-routing", "")).read_text())
+        base = json.loads((path.parent.parent / path.name.replace(suffix, "")).read_text())
         assert doc["protocol"]["sha256"] == base["protocol"]["sha256"], path.name
+        out.append((path, doc, base))
+    return out
+
+
+def test_every_routing_sensitivity_document_follows_the_schema_and_routes_only_the_unlimited() -> None:
+    for path, doc, base in _beside_published("sensitivity", "-random-routing", "no routing-sensitivity sweep published"):
+        assert doc["meta"]["routing"] == "random" and doc["preregistered"] is False, path.name
         for name, entry in doc["policies"].items():
             same = [p["per_seed"] for p in entry["points"]] == [p["per_seed"] for p in base["policies"][name]["points"]]
             # a per-pod limit keeps the policy's own router (kpa: the activator, ray: the handle): the same runs
@@ -422,16 +430,8 @@ def test_the_seed_study_extends_the_published_sweep_by_seeds_only() -> None:
     """simulations/results/seeds: the published scenario with seeds 0-9 under the same protocol;
     its seeds 0-2 are the published runs, value for value (so the study scores the tables' own
     numbers against more seeds, not another experiment)."""
-    folder = REPO / "simulations" / "results" / "seeds"
-    paths = sorted(folder.glob("*-10-seeds.json"))
-    if not paths:
-        pytest.skip("no seed study published")
-    schema = _schema()
-    for path in paths:
-        doc = json.loads(path.read_text())
-        validate(doc, schema, schema, doc.get("scenario", "$"))
-        base = json.loads((folder.parent / path.name.replace("-10-seeds", "")).read_text())
-        assert doc["protocol"]["sha256"] == base["protocol"]["sha256"] and doc["scenario"] == base["scenario"]
+    for path, doc, base in _beside_published("seeds", "-10-seeds", "no seed study published"):
+        assert doc["scenario"] == base["scenario"], path.name
         assert doc["preregistered"] is False  # more seeds than the protocol's: exploratory by the tool's rule
         compared = 0
         for name, entry in doc["policies"].items():
