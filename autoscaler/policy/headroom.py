@@ -1,10 +1,13 @@
 """The SLO headroom: size for the load that can arrive within one lead time.
 
 A replica asked for now serves one lead time H later; until then the fleet must carry whatever
-the demand grows to. How much it grows over H is measured, not assumed: each tick, with a
-reading at least H old, r = ln(D_now / B_then) is one sample of the demand's log-growth over H
-(D: fleet token demand in cold-start replicas, `demand_units`, so that learning the capacity
-does not move the history). B is the base a reading sizes from: the larger of its demand and
+the demand grows to. H is the lead time of the next replica beyond those asked for (a new node's
+provisioning included when the free GPUs cannot hold it: `sizing.size`). How much the demand
+grows over H is measured, not assumed: each tick, with a reading at least H old,
+r = ln(R_now / B_then) is one sample of the demand's log-growth over H (D: fleet token demand in
+cold-start replicas, `demand_units`, so that learning the capacity does not move the history;
+R: the mean of D over the last quarter of H, `recent_mean`, so that a blip of seconds, which a
+queue absorbs, is not held as growth for a whole lead time). B is the base a reading sizes from: the larger of its demand and
 the level, the mean demand of the lead time before it (`reference_base`). Its exponentially
 weighted mean and variance (half-life in seconds, weights from the `now` deltas) give the
 growth at the quantile the attainment target implies: headroom = exp(max(0, mean + z_q x sd))
@@ -46,6 +49,7 @@ COLD_START_SD = 0.15
 MIN_SAMPLES = 20
 MAX_SAMPLES = 1_000_000  # the sample count is only compared with MIN_SAMPLES; capped to stay small
 READINGS_PER_LEAD_TIME = 16
+RECENT_SHARE = 0.25  # a growth sample's numerator: the mean demand of the last quarter lead time
 
 
 def demand_units(prompt_tokens_per_second: float, generation_tokens_per_second: float,
@@ -186,18 +190,37 @@ def log_growth(demand: float, base: float) -> float:
     return max(-MAX_GROWTH_MEAN, min(MAX_GROWTH_MEAN, growth))
 
 
+def recent_mean(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float:
+    """The mean of the demand now and the readings within a quarter lead time before it
+    (`RECENT_SHARE`): what a growth sample measures, so that a blip of seconds is not taken as
+    growth that lasts (the fleet is still sized on the demand now, `base_ratio`).
+
+    Worked example: readings (900, 2.0), (960, 3.0), (990, 4.0), H = 120 s (30 s), demand 5.0
+    at 1000: (4.0 + 5.0) / 2 = 4.5; H = 400 s (100 s): (2 + 3 + 4 + 5) / 4 = 3.5.
+    """
+    oldest = now - lead_seconds * RECENT_SHARE
+    total, count = demand, 1
+    for t, d in reversed(history):
+        if t < oldest:
+            break
+        total += d
+        count += 1
+    return total / count
+
+
 def track_headroom(
     state: SloState, demand: float, now: float, lead_seconds: float, half_life_seconds: float
 ) -> SloState:
     """One reading of the demand, when the newest is at least H / 16 old (or there is none):
-    a growth sample ln(D / base) against the base of the newest reading at least H old, when
+    a growth sample ln(recent mean / base) against the base of the newest reading at least H old, when
     there is one (`reference_index`, `reference_base`); the reading kept; of the older readings
     only that reference and those its base averages. Between readings, and for a demand that is
     not positive and finite: the state as it is.
 
     Worked example: readings ((800, 1.0), (840, 2.0), (990, 2.5)), H = 160 s (spacing 10 s),
     demand 3.0 at 1000, no sample yet: the reference is 840, its base max(2.0, (1.0 + 2.0) / 2)
-    = 2.0; growth ln 1.5 = 0.405 is the mean; 800 stays (within H before 840): history
+    = 2.0; the recent mean (2.5 + 3.0) / 2 = 2.75 (990 is within H / 4): growth ln 1.375 = 0.318
+    is the mean; 800 stays (within H before 840): history
     ((800, 1.0), (840, 2.0), (990, 2.5), (1000, 3.0)). At 995: as it is (5 s < 10 s).
     """
     history = state.demand_history
@@ -210,7 +233,8 @@ def track_headroom(
     if ref is not None:
         first, base = reference_base(window, ref, lead_seconds)
         window = TimeWindow(window[first:]) if first else window
-        moments = update_moments(moments, log_growth(demand, base), now, half_life_seconds)
+        moments = update_moments(moments, log_growth(recent_mean(window, now, demand, lead_seconds), base), now,
+                                 half_life_seconds)
     return SloState(
         state.cold_start, state.capacity_prompt_tokens_per_second, state.capacity_generation_tokens_per_second,
         TimeWindow(window + ((now, demand),)), *moments, state.probe_doublings,

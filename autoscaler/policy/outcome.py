@@ -170,7 +170,7 @@ _NO_SLO_VALUES = {f: DecisionValues.__dataclass_fields__[f].default for f in (
     "slo_ttft_seconds", "slo_tpot_seconds", "slo_attainment_target", "ttft_attainment", "tpot_attainment",
     "prompt_tokens_per_second", "generation_tokens_per_second", "capacity_prompt_tokens_per_second",
     "capacity_generation_tokens_per_second", "capacity_learned", "slo_utilisation",
-    "slo_infeasible_at_low_load", "slo_slack", "headroom_ratio", "slo_replicas",
+    "slo_infeasible_at_low_load", "slo_slack", "headroom_ratio", "headroom_horizon_seconds", "slo_replicas",
 )}  # DecisionValues' defaults without an SLO signal
 
 
@@ -191,5 +191,6 @@ def _slo_values(slo: SloSignal, sizing: Sizing, policy: PolicyParams) -> dict[st
         "slo_infeasible_at_low_load": slo.infeasible_at_low_load,
         "slo_slack": slo.slack,
         "headroom_ratio": sizing.slo_headroom_ratio,
+        "headroom_horizon_seconds": sizing.headroom_horizon_seconds,
         "slo_replicas": sizing.slo_replicas,
     }

@@ -1,7 +1,8 @@
 """Steps 2 to 4 for one tick: the demand now, the SLO replicas (`slo_capacity`), the lead time
 of a replica asked for now, and the demand one lead time later, with the readings they keep
 (load, throughput, arrivals, the SLO state). The lead time counts the SLO replicas before their
-headroom, which then comes from that lead time.
+headroom; the headroom covers the lead time of the next replica beyond them
+(`headroom_horizon`).
 
 With no ready pod, or none healthy (step 1), there is nothing to read: no demand, no forecast,
 the readings unchanged, and the lead time of one replica.
@@ -49,6 +50,7 @@ class Sizing:
     slo_state: SloState | None = None  # the SLO step's state for the next tick; None = unchanged
     slo_replicas: float = 0.0  # the SLO signal's replicas with the headroom; 0 without one
     slo_headroom_ratio: float = 1.0
+    headroom_horizon_seconds: float = 0.0  # the lead time the headroom covers (`headroom_horizon`); 0 without SLO
 
 
 def size(
@@ -84,7 +86,8 @@ def size(
     asked = max(demand_replicas, slo.base_replicas) if slo is not None else demand_replicas
     to_add = max(0, whole_replicas(asked) - (ready + in_flight))
     lead_seconds = lead.total(node_needed(observation.free_gpus, to_add, policy.gpus_per_replica))
-    ratio, slo_state = add_headroom(slo, policy, lead_seconds, now) if slo is not None else (1.0, None)
+    horizon = headroom_horizon(observation.free_gpus, to_add, policy.gpus_per_replica, lead)
+    ratio, slo_state = add_headroom(slo, policy, horizon, now) if slo is not None else (1.0, None)
     arrivals = state.arrival_history
     if demand.arrivals_per_second is not None:
         arrivals = update_load_history(arrivals, now, demand.arrivals_per_second, policy.forecast_window_seconds)
@@ -93,7 +96,20 @@ def size(
     else:
         fc = forecast(loads, demand.load, demand_replicas, lead_seconds, policy)
     return Sizing(demand, fc, demand_replicas, lead_seconds, loads, throughputs, arrivals, slo, slo_state,
-                  slo.base_replicas * ratio if slo is not None else 0.0, ratio)
+                  slo.base_replicas * ratio if slo is not None else 0.0, ratio, horizon if slo is not None else 0.0)
+
+
+def headroom_horizon(free_gpus: int | None, to_add: int, gpus_per_replica: int, lead: LeadTimeEstimate) -> float:
+    """The headroom's horizon: the lead time of the next replica beyond those asked for now (at
+    least one), so a new node's provisioning counts whenever the free GPUs cannot hold it, even
+    when none is asked for yet. Growth within that time has no replica to meet it but the
+    headroom's.
+
+    Worked example: model load 90 s, node 300 s, one GPU a replica. No free GPU, nothing to add:
+    390 s (the step's lead time is 90 s: nothing waits for a node); 1 free GPU, nothing to add:
+    90 s; 1 free GPU, 2 to add: 390 s.
+    """
+    return lead.total(node_needed(free_gpus, max(1, to_add), gpus_per_replica))
 
 
 def read_demand(

@@ -409,6 +409,7 @@ class DecisionValues:
     slo_infeasible_at_low_load: bool = False  # the SLO broke well below capacity: not learned from
     slo_slack: bool = False  # met within half the bounds: the headroom's cold-start floor waits
     headroom_ratio: float = 1.0
+    headroom_horizon_seconds: float = 0.0  # the lead time the headroom covers: the next replica's
     slo_replicas: float = 0.0
     bound_signal: str = "none"  # which signal set the replicas asked for: queue, kv_cache, batch, slo, forecast, none
 

@@ -49,6 +49,18 @@ def run(o: Observation, state: PolicyState | None = None, params: PolicyParams =
     return decide(params, o, state or PolicyState(), NOW)
 
 
+@pytest.mark.parametrize(("free_gpus", "with_node"), [(8, False), (0, True), (None, True)])
+def test_the_headroom_covers_the_next_replicas_lead_time(free_gpus: int | None, with_node: bool) -> None:
+    # the same fleet, nothing to add beyond it (u = 0.9 x 1.418 = 1.28 -> 2 replicas for 2): the
+    # step's lead time is the model load alone, but the next replica waits for a node when no GPU
+    # is free (or none is known to be): the headroom's horizon is then load + node
+    ready = tuple(slo_pod(f"p{i}", NOW, 9_000.0, 900.0, FAST_TTFT, FAST_TPOT) for i in range(2))
+    d, _ = run(obs(2, ready, free_gpus=free_gpus))
+    load, node = H100.model_load_seconds_default, H100.node_provision_seconds_default
+    assert d.values.lead_time_seconds == load
+    assert d.values.headroom_horizon_seconds == load + (node if with_node else 0.0)
+
+
 def test_slo_broken_below_capacity_shrinks_it_and_scales_up() -> None:
     # 2 pods, each 9,000 prompt and 900 generated tokens/s: u = 0.6 + 0.3 = 0.9 < 1, yet TTFT
     # attainment 0.7 < 0.99: Cp shrinks toward the load (0.6 / 0.7), at most by 1 / 1.1: 13,636.

@@ -24,6 +24,7 @@ from autoscaler.policy.headroom import (
     READINGS_PER_LEAD_TIME,
     demand_units,
     headroom_ratio,
+    recent_mean,
     base_ratio,
     reference_base,
     reference_index,
@@ -31,10 +32,11 @@ from autoscaler.policy.headroom import (
     track_headroom,
     update_moments,
 )
+from autoscaler.policy.lead_time import LeadTimeEstimate
 from autoscaler.policy.outcome import bound_signal
 from autoscaler.policy.recommendation import Recommendation, hold_while_slo_broken, recommend, slo_broken
 from autoscaler.policy.params import SloParams
-from autoscaler.policy.sizing import Sizing
+from autoscaler.policy.sizing import Sizing, headroom_horizon
 from autoscaler.policy.slo_capacity import (
     MAX_DRIFT_RATIO,
     SloReading,
@@ -444,10 +446,11 @@ def test_reference_base(index: int, expected: tuple[int, float]) -> None:
 
 def test_track_headroom_grows_from_the_base_and_keeps_what_the_next_base_needs() -> None:
     # readings at 650, 700, 800, 840, 990, H = 160 s, D 4.5 at 1000: the reference is 840, its
-    # base 3.0 (the level of 700, 800, 840): growth ln 1.5; 650 is no longer needed
+    # base 3.0 (the level of 700, 800, 840); the recent mean (2.5 + 4.5) / 2 = 3.5 (990 is within
+    # H / 4 = 40 s): growth ln(3.5 / 3); 650 is no longer needed
     s = SloState(demand_history=((650.0, 1.0), (700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5)))
     out = track_headroom(s, 4.5, 1000.0, 160.0, 1800.0)
-    assert out.growth_mean == pytest.approx(math.log(1.5)) and out.growth_samples == 1
+    assert out.growth_mean == pytest.approx(math.log(3.5 / 3.0)) and out.growth_samples == 1
     assert out.demand_history == ((700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5), (1000.0, 4.5))
     # no reading H old yet (800 is 100 s old at 900): a reading, no sample
     young = SloState(demand_history=((800.0, 4.0), (840.0, 3.0)))
@@ -467,6 +470,43 @@ def test_track_headroom_grows_from_the_base_and_keeps_what_the_next_base_needs()
 )
 def test_base_ratio(history: tuple[tuple[float, float], ...], now: float, demand_now: float, expected: float) -> None:
     assert base_ratio(history, now, demand_now, 160.0) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("free_gpus", "to_add", "gpus_per_replica", "expected"),
+    [
+        (0, 0, 1, 390.0),  # docstring: no free GPU, nothing to add: load + node
+        (1, 0, 1, 90.0),  # docstring: the next replica fits
+        (1, 2, 1, 390.0),  # docstring: 2 to add need 2 GPUs
+        (1, 0, 2, 390.0),  # a replica of 2 GPUs does not fit in 1
+        (None, 0, 1, 390.0),  # free GPUs unknown: a node counts (the safe side)
+    ],
+)
+def test_headroom_horizon(free_gpus: int | None, to_add: int, gpus_per_replica: int, expected: float) -> None:
+    lead = LeadTimeEstimate(90.0, 300.0, False, False)
+    assert headroom_horizon(free_gpus, to_add, gpus_per_replica, lead) == expected
+
+
+@pytest.mark.parametrize(
+    ("lead", "demand", "expected"),
+    [
+        (120.0, 5.0, (4.0 + 5.0) / 2),  # docstring: 30 s back, 990 only: 4.5
+        (160.0, 5.0, (3.0 + 4.0 + 5.0) / 3),  # 40 s back: 960 counts (the bound is inclusive)
+        (400.0, 5.0, (2.0 + 3.0 + 4.0 + 5.0) / 4),  # docstring: 100 s back, all three: 3.5
+        (16.0, 5.0, 5.0),  # 4 s back: none, the demand alone
+    ],
+)
+def test_recent_mean(lead: float, demand: float, expected: float) -> None:
+    assert recent_mean(((900.0, 2.0), (960.0, 3.0), (990.0, 4.0)), 1000.0, demand, lead) == pytest.approx(expected)
+
+
+def test_a_blip_is_not_held_as_growth() -> None:
+    # a flat demand of 10, a reading every 20 s for 600 s, H = 300 s; a blip to 20 at 620: the
+    # sample averages it with the 3 readings of the last 75 s (H / 4): ln(50 / 40) = 0.223, not
+    # ln 2 = 0.693 (the fleet is still sized on the 20: `base_ratio`)
+    flat = SloState(demand_history=tuple((10_000.0 + 20.0 * i, 10.0) for i in range(31)))
+    out = track_headroom(flat, 20.0, 10_620.0, 300.0, 1800.0)
+    assert (out.growth_samples, out.growth_mean) == (1, pytest.approx(math.log(50.0 / 40.0)))
 
 
 def test_update_moments() -> None:
@@ -505,7 +545,8 @@ def test_track_headroom_docstring_example() -> None:
     s = SloState(demand_history=((800.0, 1.0), (840.0, 2.0), (990.0, 2.5)))
     out = track_headroom(s, 3.0, 1000.0, 160.0, 1800.0)
     assert out.demand_history == ((800.0, 1.0), (840.0, 2.0), (990.0, 2.5), (1000.0, 3.0))
-    assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.5)), 1, 1000.0)
+    # docstring: base 2.0, recent mean (2.5 + 3.0) / 2 = 2.75: ln 1.375 = 0.318
+    assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.375)), 1, 1000.0)
     assert track_headroom(s, 3.0, 995.0, 160.0, 1800.0) is s  # 5 s after the newest: no reading yet
     assert track_headroom(SloState(), 0.0, 1000.0, 160.0, 1800.0) == SloState()  # nothing to log
 
