@@ -282,11 +282,13 @@ def test_a_scenario_slo_out_of_the_policy_range_is_refused_naming_it() -> None:
 # headroom is 1 until the first growth sample): 99.992 % for 3.2246, HPA's and KEDA's row within 0.01 %;
 # re-pinned when the probe got its slow start (the step doubles with each probe until the first
 # breach or tick without slack): 99.78 % for 2.7664 (not used to choose it: the tuning slices did);
-# the floor came back, waiting while the latency has slack, which it has here throughout: unchanged.
+# the floor came back, waiting while the latency has slack, which it has here throughout: unchanged;
+# re-pinned when the headroom came to cover the next replica's lead time (a node's included) with
+# growth measured on the recent mean: the same 99.78 % for 2.9081 (+5 %: one replica held longer).
 PINNED = {
     "keda": (0.9999244022104794, 3.224719444447222, 3.058333333333333, 132279),
     "hpa": (0.9999244022104794, 3.224719444447222, 3.058333333333333, 132279),
-    "queue-lead": (0.9978076641039016, 2.7663861111138885, 2.6666666666666665, 132279),
+    "queue-lead": (0.9978076641039016, 2.908052777780555, 2.7416666666666667, 132279),
 }
 
 
