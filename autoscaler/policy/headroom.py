@@ -199,13 +199,13 @@ def recent_mean(history: Entries[float], now: float, demand: float, lead_seconds
     at 1000: (4.0 + 5.0) / 2 = 4.5; H = 400 s (100 s): (2 + 3 + 4 + 5) / 4 = 3.5.
     """
     oldest = now - lead_seconds * RECENT_SHARE
-    total, count = demand, 1
+    mean, count = demand, 1
     for t, d in reversed(history):
         if t < oldest:
             break
-        total += d
         count += 1
-    return total / count
+        mean += (d - mean) / count  # a running mean: no sum to overflow near 1e308
+    return mean
 
 
 def track_headroom(

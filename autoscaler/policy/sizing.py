@@ -100,16 +100,16 @@ def size(
 
 
 def headroom_horizon(free_gpus: int | None, to_add: int, gpus_per_replica: int, lead: LeadTimeEstimate) -> float:
-    """The headroom's horizon: the lead time of the next replica beyond those asked for now (at
-    least one), so a new node's provisioning counts whenever the free GPUs cannot hold it, even
+    """The headroom's horizon: the lead time of the next replica beyond the `to_add` asked for
+    now, so a new node's provisioning counts whenever the free GPUs cannot hold it too, even
     when none is asked for yet. Growth within that time has no replica to meet it but the
     headroom's.
 
     Worked example: model load 90 s, node 300 s, one GPU a replica. No free GPU, nothing to add:
     390 s (the step's lead time is 90 s: nothing waits for a node); 1 free GPU, nothing to add:
-    90 s; 1 free GPU, 2 to add: 390 s.
+    90 s; 1 free GPU, 1 to add: 390 s (the step's is 90 s: the one fits); 3 free, 2 to add: 90 s.
     """
-    return lead.total(node_needed(free_gpus, max(1, to_add), gpus_per_replica))
+    return lead.total(node_needed(free_gpus, to_add + 1, gpus_per_replica))
 
 
 def read_demand(

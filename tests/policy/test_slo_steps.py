@@ -477,7 +477,9 @@ def test_base_ratio(history: tuple[tuple[float, float], ...], now: float, demand
     [
         (0, 0, 1, 390.0),  # docstring: no free GPU, nothing to add: load + node
         (1, 0, 1, 90.0),  # docstring: the next replica fits
-        (1, 2, 1, 390.0),  # docstring: 2 to add need 2 GPUs
+        (1, 1, 1, 390.0),  # docstring: the one to add fits, the next does not
+        (3, 2, 1, 90.0),  # docstring: 3 free hold the 2 and the next
+        (1, 2, 1, 390.0),  # 2 to add need 2 GPUs
         (1, 0, 2, 390.0),  # a replica of 2 GPUs does not fit in 1
         (None, 0, 1, 390.0),  # free GPUs unknown: a node counts (the safe side)
     ],
@@ -498,6 +500,12 @@ def test_headroom_horizon(free_gpus: int | None, to_add: int, gpus_per_replica: 
 )
 def test_recent_mean(lead: float, demand: float, expected: float) -> None:
     assert recent_mean(((900.0, 2.0), (960.0, 3.0), (990.0, 4.0)), 1000.0, demand, lead) == pytest.approx(expected)
+
+
+def test_recent_mean_of_readings_near_the_float_limit_stays_finite() -> None:
+    # a sum of three readings of 1e308 would be inf (a growth of +100 recorded); the mean is 1e308
+    history = ((990.0, 1e308), (995.0, 1e308))
+    assert recent_mean(history, 1000.0, 1e308, 400.0) == pytest.approx(1e308)
 
 
 def test_a_blip_is_not_held_as_growth() -> None:
