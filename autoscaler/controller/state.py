@@ -5,16 +5,18 @@ learned SLO capacity with the headroom's growth statistics.
 
 The one place that knows `PolicyState`'s field names for persistence: `to_record` and
 `from_record`. Entries written by earlier versions (version 1: the lead times alone; version 2:
-no SLO state) are read.
+no SLO state; version 3: growth statistics measured over the lead time of the replicas asked for,
+on the demand now, which are dropped: the headroom learns them anew over the next replica's lead
+time, from the cold-start floor, keeping the learned capacity) are read.
 
-    {"version": 3, "lead": {...LeadTimeState.to_dict()...},
+    {"version": 4, "lead": {...LeadTimeState.to_dict()...},
      "scale_up_events": [[t, pods added], ...], "scale_down_events": [[t, pods removed], ...],
      "slo": {...SloState.to_dict(), rounded, without the demand readings...}}
 
 The SLO state is kept rounded to `SLO_DIGITS` significant digits, its sample count capped at
-what the headroom reads (`MIN_SAMPLES`), without its demand readings (they span about two lead
-times and are refilled within them: after a restart the first growth sample waits one lead time
-and its base averages the readings since), and with the probe's slow start kept as whether it has ended
+what the headroom reads (`MIN_SAMPLES`), without its demand readings (they span about two of the
+headroom's horizons and are refilled within them: after a restart the first growth sample waits
+one horizon and its base averages the readings since), and with the probe's slow start kept as whether it has ended
 (a restart during it starts its step over from the base; its count moves every probe tick):
 the entry then changes only when what was learned moves by several percent, not at every
 reading, so the ConfigMap is not rewritten every tick. Worked example: a learned 15,234.7 prompt
@@ -36,7 +38,8 @@ from autoscaler.policy.headroom import MIN_SAMPLES
 from autoscaler.policy.time_window import TimeWindow
 from autoscaler.policy.types import SloState
 
-VERSION = 3
+VERSION = 4
+GROWTH_REMEASURED = 3  # entries up to this version hold growth statistics of another horizon
 SLO_DIGITS = 2
 MAX_EVENTS = 10_000  # per direction and target: far more than any period holds at one tick a second
 
@@ -92,12 +95,14 @@ def _from_record(record: Mapping[str, Any], onto: PolicyState | None) -> PolicyS
     slo = SloState()
     if version == 1:  # written before the scale events were kept: the lead times alone
         lead = LeadTimeState.from_dict(dict(record))
-    elif version in (2, VERSION):
+    elif version in (2, 3, VERSION):
         lead = LeadTimeState.from_dict(_mapping(record.get("lead"), "lead"))
         ups = _events(record.get("scale_up_events", []), "scale_up_events")
         downs = _events(record.get("scale_down_events", []), "scale_down_events")
-        if version == VERSION:
+        if version != 2:
             slo = SloState.from_dict(_mapping(record.get("slo"), "slo"))
+        if version == GROWTH_REMEASURED:
+            slo = replace(slo, growth_mean=0.0, growth_variance=0.0, growth_samples=0, growth_updated_at=None)
     else:
         raise ValueError(f"state entry: unknown version {version!r}")
     learned = base.lead.model_load_samples or base.lead.node_provision_samples

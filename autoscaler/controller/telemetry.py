@@ -111,7 +111,13 @@ class ControllerMetrics:
             (*TARGET, "kind"), registry=r,
         )
         self.slo_headroom = Gauge(
-            "vllm_autoscaler_slo_headroom_ratio", "Headroom on the SLO replicas for growth within one lead time.",
+            "vllm_autoscaler_slo_headroom_ratio",
+            "Headroom on the SLO replicas for growth within the next replica's lead time.",
+            TARGET, registry=r,
+        )
+        self.slo_headroom_horizon = Gauge(
+            "vllm_autoscaler_slo_headroom_horizon_seconds",
+            "The lead time the SLO headroom covers: the next replica's, a new node's included when no GPU is free.",
             TARGET, registry=r,
         )
         self.build_info = Gauge(
@@ -153,6 +159,7 @@ class ControllerMetrics:
                           ("generation", v.capacity_generation_tokens_per_second)):
             self.slo_capacity.labels(*labels, kind).set(nan if cap is None else cap)
         self.slo_headroom.labels(*labels).set(v.headroom_ratio)
+        self.slo_headroom_horizon.labels(*labels).set(v.headroom_horizon_seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

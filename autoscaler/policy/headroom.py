@@ -1,14 +1,16 @@
-"""The SLO headroom: size for the load that can arrive within one lead time.
+"""The SLO headroom: size for the load that can arrive before a next replica serves.
 
-A replica asked for now serves one lead time H later; until then the fleet must carry whatever
-the demand grows to. H is the lead time of the next replica beyond those asked for (a new node's
-provisioning included when the free GPUs cannot hold it: `sizing.size`). How much the demand
-grows over H is measured, not assumed: each tick, with a reading at least H old,
-r = ln(R_now / B_then) is one sample of the demand's log-growth over H (D: fleet token demand in
-cold-start replicas, `demand_units`, so that learning the capacity does not move the history;
-R: the mean of D over the last quarter of H, `recent_mean`, so that a blip of seconds, which a
-queue absorbs, is not held as growth for a whole lead time). B is the base a reading sizes from: the larger of its demand and
-the level, the mean demand of the lead time before it (`reference_base`). Its exponentially
+A replica asked for after the demand has grown serves one horizon H later: the lead time of the
+next replica beyond those asked for now, a new node's provisioning included when the free GPUs
+cannot hold it (`sizing.headroom_horizon`). Until then the fleet must carry whatever the demand
+grows to. How much it grows over H is measured, not assumed: each tick, with a reading at least
+H old, r = ln(R_now / B_then) is one sample of the demand's log-growth over H (D: fleet token
+demand in cold-start replicas, `demand_units`, so that learning the capacity does not move the
+history; R: the mean of D over the last quarter of H, `recent_mean`, so that a blip of seconds,
+which a queue absorbs, is not held as growth for a whole horizon; on a steady ramp R lags D by
+about H / 8, so a sample is about an eighth short of the ramp's growth over H). B is the base a
+reading sizes from: the larger of its demand and the level, the mean demand of the horizon
+before it (`reference_base`; the fleet is sized from B_now alike, `base_ratio`). Its exponentially
 weighted mean and variance (half-life in seconds, weights from the `now` deltas) give the
 growth at the quantile the attainment target implies: headroom = exp(max(0, mean + z_q x sd))
 x B_now / D_now, z_q = the standard normal quantile of the target (2.33 at 0.99), at most

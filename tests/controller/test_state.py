@@ -25,7 +25,7 @@ STATE = PolicyState(
 
 def test_round_trip_keeps_what_the_limits_and_the_lead_times_need() -> None:
     record = json.loads(json.dumps(to_record(STATE)))  # through JSON, as stored
-    assert record["version"] == 3
+    assert record["version"] == 4
     back = from_record(record)
     assert (back.scale_up_events, back.scale_down_events, back.lead) == (
         STATE.scale_up_events, STATE.scale_down_events, LEAD)
@@ -49,6 +49,8 @@ def test_merged_onto_a_state_in_memory_every_event_counts_once() -> None:
 @pytest.mark.parametrize("record", [
     [],
     {"version": 4},
+    {"version": 5, "lead": {"version": 1}, "slo": {"version": 1}},  # unknown version
+    {"version": 4, "lead": {"version": 1}},  # no slo
     {"version": 3, "lead": {"version": 1}},  # no slo
     {"version": 3, "lead": {"version": 1}, "slo": {"version": 1, "capacity_prompt_tokens_per_second": 1.0}},
     {"version": 2, "lead": [], "scale_up_events": [], "scale_down_events": []},
@@ -115,3 +117,14 @@ def test_what_this_replica_learned_of_the_slo_wins_and_version_2_starts_cold() -
     assert from_record(kept, onto=PolicyState()).slo.capacity_prompt_tokens_per_second == 15_000.0
     v2 = {k: v for k, v in kept.items() if k != "slo"} | {"version": 2}
     assert from_record(v2).slo == SloState()
+
+
+def test_version_3_keeps_the_capacity_and_drops_the_growth_statistics_of_another_horizon() -> None:
+    # version 3 measured growth over the lead time of the replicas asked for (90 s when none was),
+    # on the demand now; the headroom now covers the next replica's (with a node: 390 s): restored
+    # as they were, 20 samples of a narrower spread would skip the cold-start floor
+    v3 = to_record(PolicyState(slo=SLO)) | {"version": 3}
+    slo = from_record(v3).slo
+    assert slo.capacity_prompt_tokens_per_second == 15_000.0 and slo.capacity_generation_tokens_per_second == 2_900.0
+    assert (slo.growth_mean, slo.growth_variance, slo.growth_samples, slo.growth_updated_at) == (0.0, 0.0, 0, None)
+    assert from_record(to_record(PolicyState(slo=SLO))).slo.growth_samples == 20  # version 4: kept

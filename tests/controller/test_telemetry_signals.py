@@ -24,7 +24,8 @@ def test_signals_and_slo_values_are_gauges() -> None:
     values = DecisionValues(queue_replicas=3.5, kv_replicas=2.0, batch_replicas=0.0, forecast_replicas=4.2,
                             slo_replicas=5.1, slo_ttft_seconds=2.0, slo_tpot_seconds=0.1, ttft_attainment=0.97,
                             tpot_attainment=None, capacity_prompt_tokens_per_second=15_000.0,
-                            capacity_generation_tokens_per_second=3_000.0, headroom_ratio=1.4)
+                            capacity_generation_tokens_per_second=3_000.0, headroom_ratio=1.4,
+                            headroom_horizon_seconds=390.0)
     m = ControllerMetrics()
     m.record_decision("llm", "qwen", Decision(6, 4, Reason.SCALE_UP_SLO, values=values))
     signals = _samples(m, "vllm_autoscaler_signal_replicas")
@@ -37,6 +38,7 @@ def test_signals_and_slo_values_are_gauges() -> None:
     assert _samples(m, "vllm_autoscaler_slo_capacity_tokens_per_second") == {
         (("kind", "prompt"),): 15_000.0, (("kind", "generation"),): 3_000.0}
     assert _samples(m, "vllm_autoscaler_slo_headroom_ratio") == {(): 1.4}
+    assert _samples(m, "vllm_autoscaler_slo_headroom_horizon_seconds") == {(): 390.0}
 
 
 def test_run_once_table_shows_the_slo(capsys: pytest.CaptureFixture[str]) -> None:
