@@ -34,7 +34,8 @@ fleet moved over from a larger static one, say), which a floor would double.
 
 O(1) a tick: a reading (and a growth sample) is taken when the newest is at least H / 16 old;
 of the readings at least H old only the newest and those within H before it are kept, so the
-history holds at most about 35 entries; the level sums at most those of one lead time.
+history holds about 35 entries at one horizon (up to ~55 measured while the horizon switches
+between load and load + node); the level sums at most those of one horizon.
 """
 
 from __future__ import annotations
