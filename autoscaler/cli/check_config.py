@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autoscaler.cli.cluster_view import ClusterUnreadable, cluster_targets, render_cluster
 from autoscaler.cli.output import JSON, TEXT, YAML, console, format_value, output_option
 from autoscaler.config import (
     AutoscalerConfig,
@@ -69,6 +68,9 @@ def check_config(ctx: click.Context, file: str, output: str, as_json: bool, kube
         click.echo(f"warning: {note}", err=True)
     cluster = None
     if kubeconfig is not None or context is not None:
+        # Imported here: the Kubernetes client is a fifth of a second a check of a file alone does not need.
+        from autoscaler.cli.cluster_view import ClusterUnreadable, cluster_targets, render_cluster
+
         try:
             cluster = cluster_targets(config, kubeconfig, context)
         except ClusterUnreadable as exc:
@@ -85,7 +87,7 @@ def check_config(ctx: click.Context, file: str, output: str, as_json: bool, kube
         out = console()
         render(config, out, source="<stdin>" if file == "-" else file)
         if cluster is not None:
-            render_cluster(cluster, out, context=context)
+            render_cluster(cluster, out, context=context)  # imported above, where cluster was read
 
 
 def effective_policies_json(config: AutoscalerConfig) -> dict[str, Any]:
