@@ -155,7 +155,8 @@ class Engine:
         self._pf_pure = np.zeros(max_slots)  # of _pf_work: the prompts' own GPU time (prefill_s)
         self._pf_busy = np.zeros(max_slots)  # prefill server busy until (absolute time)
         self._pf_work = np.zeros(max_slots)  # prefill seconds queued on the GPU
-        self._step = np.full(max_slots, profile.decode_step_s(1, 0))  # last decode step time
+        self._idle_step = profile.decode_step_s(1, 0)  # a decode step of one short sequence
+        self._step = np.full(max_slots, self._idle_step)  # last decode step time
         self._batch = np.zeros(max_slots)  # last decode batch
         self._seq = 0
         self._adm = 0
@@ -373,14 +374,14 @@ class Engine:
         overlap = np.minimum(np.maximum(t_end - np.maximum(self.r_dstart, t), 0.0), dt)
         frac = overlap / dt
         n = self.n
-        batch: F = np.bincount(self.r_slot, weights=frac, minlength=n).astype(np.float64)
-        ctx: F = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n).astype(np.float64)
+        batch: F = np.bincount(self.r_slot, weights=frac, minlength=n).astype(np.float64, copy=False)
+        ctx: F = np.bincount(self.r_slot, weights=(self.r_in + self.r_gen) * frac, minlength=n).astype(np.float64, copy=False)
         step = p.decode_step_s(batch, ctx)
         pure = self._consume_prefill(dt)
         decode_time = np.where(batch > 0, np.maximum(dt - pure, 0.0), 0.0)
         self.gpu_busy_s += decode_time
         rate = decode_time / dt / step  # decode steps per second of this tick
-        self._step = np.where(batch > 0, step, p.decode_step_s(1, 0))
+        self._step = np.where(batch > 0, step, self._idle_step)
         self._batch = batch
         r_rate = rate[self.r_slot]
         self.r_gen = self.r_gen + r_rate * overlap
@@ -408,7 +409,10 @@ class Engine:
 
     def _consume_prefill(self, dt: float) -> F:
         """Run up to dt of each replica's queued prefill (wall time, the prompts' own GPU time
-        plus their share of the mixed steps); returns the prompts' own GPU time spent."""
+        plus their share of the mixed steps); returns the prompts' own GPU time spent (zeros, at
+        once, when no prefill is queued: most ticks of a decode-bound replica)."""
+        if not self._pf_work.any():
+            return np.zeros(self.n)
         pf_time = np.minimum(self._pf_work, dt)
         share = np.divide(self._pf_pure, self._pf_work, out=np.zeros_like(self._pf_work), where=self._pf_work > 0)
         pure: F = pf_time * share
