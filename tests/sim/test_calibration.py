@@ -14,10 +14,8 @@ default (vLLM V1) profile must stay bit-identical to the model before engine pro
 from __future__ import annotations
 
 import csv
-import importlib.util
 import multiprocessing
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +51,7 @@ from autoscaler.sim.engine_profile import (
     v0_run,
 )
 from autoscaler.sim.profile import load_profile
+from tests.sim.tool_loader import load_tool
 
 REF = Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "gpustack_qwen3-8b_h100-sxm_vllm0.11.0_sharegpt_concurrency.csv"
 P = load_profile("qwen3-8b-h100")
@@ -235,13 +234,7 @@ def test_saturation_ceiling() -> None:
 
 
 def _calibrate_tool() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "simulations" / "tools" / "calibrate.py"
-    spec = importlib.util.spec_from_file_location("calibrate", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("calibrate")
 
 
 def test_profile_holds_the_values_fitted_from_the_csvs() -> None:
