@@ -5,7 +5,8 @@
 Runs `autoscaler simulate --scenario simulations/scenarios/SCENARIO.yaml --sweep --policy POLICY`
 on the protocol's grid and seeds (the lower bound is recomputed with it and must equal the
 published one: same trace, seeds and bound code), replaces `policies[POLICY]` in
-simulations/results/SCENARIO.json and rewrites its .md and .png from the document. The other
+simulations/results/SCENARIO.json (a routing-sensitivity scenario's in results/sensitivity/) and
+rewrites its .md and .png from the document. The other
 policies' entries are left as published: use this only when their code did not change (a test
 pins the baselines' results, tests/sim/test_slo_signals.py). `meta.replaced` records which
 policy was re-run and when; `make experiments` reruns everything.
@@ -34,6 +35,18 @@ from autoscaler.sim.scoreboard import publish
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "simulations" / "results"
+SENSITIVITY = "sensitivity-"
+
+
+def published_path(scenario: str) -> Path:
+    """Where `make experiments` writes a scenario's sweep: simulations/results/SCENARIO.json, and
+    for a routing-sensitivity scenario (`make sensitivity`) results/sensitivity/ without the prefix.
+
+    Worked example: azure-conv -> results/azure-conv.json; sensitivity-azure-conv-random-routing
+    -> results/sensitivity/azure-conv-random-routing.json."""
+    if scenario.startswith(SENSITIVITY):
+        return RESULTS / "sensitivity" / f"{scenario[len(SENSITIVITY):]}.json"
+    return RESULTS / f"{scenario}.json"
 
 
 def rerun(scenario: str, policy: str, jobs: int) -> dict[str, Any]:
@@ -106,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--policy", default="queue-lead")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    path = RESULTS / f"{args.scenario}.json"
+    path = published_path(args.scenario)
     if not path.is_file() or not (REPO / "simulations" / "scenarios" / f"{args.scenario}.yaml").is_file():
         print(f"replace_policy: {args.scenario}: no published sweep or scenario file (simulations/results, "
               "simulations/scenarios)", file=sys.stderr)

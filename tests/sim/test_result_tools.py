@@ -175,6 +175,21 @@ def test_every_published_sweep_read_a_committed_protocol() -> None:
     assert shas and shas <= set(texts), shas - set(texts)
 
 
+@pytest.mark.parametrize(
+    ("scenario", "relative"),
+    [
+        ("azure-conv", "azure-conv.json"),  # docstring
+        ("sensitivity-azure-conv-random-routing", "sensitivity/azure-conv-random-routing.json"),  # docstring
+        ("sensitivity-servegen-m-mid-1d-random-routing", "sensitivity/servegen-m-mid-1d-random-routing.json"),
+    ],
+)
+def test_replace_policy_finds_each_published_sweep(scenario: str, relative: str) -> None:
+    tool = _tool("replace_policy")
+    path = tool.published_path(scenario)
+    assert path == tool.RESULTS / relative and path.is_file()
+    assert (TOOLS.parent / "scenarios" / f"{scenario}.yaml").is_file()
+
+
 def test_replace_policy_unknown_scenario_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert _tool("replace_policy").main(["no-such-scenario"]) == 2
     err = capsys.readouterr().err
