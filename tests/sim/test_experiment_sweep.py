@@ -373,6 +373,7 @@ def test_the_table_names_every_baseline_cheaper_than_ours() -> None:
     ("azure-code-long", "azure-code-long", "kpa", 4, 2),
     ("azure-conv", "azure-conv", "static", 1, 0),
     ("sensitivity/azure-code-random-routing", "sensitivity-azure-code-random-routing", "hpa-waiting", 1, 1),
+    ("sensitivity/azure-code-random-routing", "sensitivity-azure-code-random-routing", "queue-lead", 2, 0),
 ])
 def test_published_runs_reproduce_from_the_code(doc: str, scenario: str, policy: str, point: int, seed: int) -> None:
     """A published run, re-run from the scenario file at today's code, gives the published values to
