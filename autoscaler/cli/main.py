@@ -75,6 +75,8 @@ SUBCOMMANDS = {
     "record": "autoscaler.cli.record:record",
     "replay": "autoscaler.cli.replay:replay",
 }
+
+
 def subcommands() -> dict[str, click.Command]:
     """Every subcommand by name, each imported (the docs' and the manifests' tests read them)."""
     ctx = click.Context(main)
