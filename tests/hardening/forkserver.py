@@ -80,8 +80,8 @@ def _run(argv: list[str], stderr_path: str, timeout: float) -> dict[str, object]
         if time.monotonic() > deadline:
             try:
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            except ProcessLookupError:  # not yet its own group leader: the child alone
+                os.kill(pid, signal.SIGKILL)
             os.wait4(pid, 0)
             return {"rc": None, "seconds": time.monotonic() - t0, "maxrss_kb": 0}
         time.sleep(0.01)
