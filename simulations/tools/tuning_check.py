@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -106,16 +107,36 @@ def to_json(runs: Runs, verdict: Verdict, rule: float) -> dict[str, Any]:
 
 
 def from_json(doc: Any) -> dict[tuple[str, int], tuple[float, float]]:
-    """The runs of a document of this tool (or of its bare `runs` mapping)."""
+    """The runs of a document of this tool (or of its bare `runs` mapping): each key `SLICE|SEED`,
+    each value [attainment in 0..1, node GPU-hours >= 0]; anything else raises ValueError."""
     runs = doc.get("runs", doc) if isinstance(doc, dict) else None
     if not isinstance(runs, dict) or not runs:
         raise ValueError("not a tuning_check document (no runs)")
     out = {}
     for key, value in runs.items():
         name, _, seed = str(key).rpartition("|")
-        att, cost = (float(x) for x in value)
-        out[(name, int(seed))] = (att, cost)
+        try:
+            att, cost = (float(x) for x in value)
+            where = (name, int(seed))
+        except (TypeError, ValueError):
+            raise ValueError(f"run {key!r}: {value!r} is not [attainment, node GPU-hours] of SLICE|SEED") from None
+        if not name or not 0.0 <= att <= 1.0 or not 0.0 <= cost < math.inf:
+            raise ValueError(f"run {key!r}: attainment {att} must be in [0, 1], node GPU-hours {cost} finite, >= 0")
+        out[where] = (att, cost)
     return out
+
+
+def refusal(args: argparse.Namespace, planned: set[tuple[str, int]],
+            before: Mapping[tuple[str, int], tuple[float, float]] | None) -> str | None:
+    """Why the arguments cannot give a verdict, checked before any run (None: they can)."""
+    if args.jobs < 1:
+        return f"--jobs {args.jobs}: must be at least 1"
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        return f"--json {args.json}: no folder {Path(args.json).resolve().parent}"
+    if before is not None and set(before) != planned:
+        return (f"--against {args.against}: its runs ({len(before)}) are not this tool's slices x tuning seeds "
+                f"({len(planned)}): the totals would not compare")
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -132,8 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     protocol = load_protocol()
     slices = tuning_slices()
-    assert not set(slices) & set(protocol.evaluation), "a tuning slice is an evaluation scenario"
-    runs = run_all(slices, protocol.seeds_for(slices[0]), args.jobs)
+    seeds = protocol.seeds_for(slices[0]) if slices else ()
+    why = refusal(args, {(s, seed) for s in slices for seed in seeds}, before)
+    if why is None and (not slices or set(slices) & set(protocol.evaluation)):
+        why = "the tuning slices (simulations/scenarios/tuning-*.yaml) are none or include an evaluation scenario"
+    if why is not None:
+        print(f"tuning_check: {why}", file=sys.stderr)
+        return 2
+    runs = run_all(slices, seeds, args.jobs)
     verdict = judge(runs, rule)
     print(f"rule: every run >= {100 * rule:.2f} %, then the lowest total. This tree: "
           f"{'acceptable' if verdict.acceptable else 'NOT acceptable'}, worst {100 * verdict.worst:.2f} %, "
@@ -145,8 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               + {"a": "this tree", "b": "the other", "tie": "neither (a tie)", "neither": "neither (none acceptable)"}[
                   prefer(verdict, old)])
     if args.json:
-        with atomic_paths([Path(args.json)]) as (out,):
-            Path(out).write_text(json.dumps(to_json(runs, verdict, rule), indent=1) + "\n")
+        try:
+            with atomic_paths([Path(args.json)]) as (out,):
+                Path(out).write_text(json.dumps(to_json(runs, verdict, rule), indent=1) + "\n")
+        except OSError as exc:  # after the runs: the verdict above stands, the file is not half-written
+            print(f"tuning_check: --json {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 0
 
 

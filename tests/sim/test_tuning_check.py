@@ -64,7 +64,9 @@ def test_a_document_reads_back() -> None:
     assert doc["verdict"] == {"acceptable": True, "worst": 0.9901, "total": 21.5}
 
 
-@pytest.mark.parametrize("text", ["{}", "[1, 2]", '{"runs": {"x|1": [1]}}', '{"runs": {"x|a": [1, 2]}}', "not json"])
+@pytest.mark.parametrize("text", ["{}", "[1, 2]", '{"runs": {"x|1": [1]}}', '{"runs": {"x|a": [1, 2]}}', "not json",
+                                  '{"runs": {"x|1": 5}}', '{"runs": {"x|1": [null, 2]}}', '{"runs": {"x|1": [NaN, 2]}}',
+                                  '{"runs": {"x|1": [0.99, Infinity]}}', '{"runs": {"x|1": [1.5, 2]}}', '{"runs": {"|1": [1, 2]}}'])
 def test_a_bad_against_file_is_one_line_and_exit_2(tmp_path: Path, text: str) -> None:
     bad = tmp_path / "before.json"
     bad.write_text(text)
@@ -72,6 +74,36 @@ def test_a_bad_against_file_is_one_line_and_exit_2(tmp_path: Path, text: str) ->
                          timeout=60)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and res.stderr.startswith("tuning_check: "), res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def _shipped_keys() -> set[tuple[str, int]]:
+    return set(T.from_json(json.loads((REPO / "simulations" / "results" / "tuning" / "shipped.json").read_text())))
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--jobs", "0"], "--jobs 0: must be at least 1"),
+        (["--json", "/nonexistent-dir/t.json"], "no folder /nonexistent-dir"),
+        (["--against", "OTHER"], "are not this tool's slices x tuning seeds"),
+    ],
+)
+def test_arguments_that_cannot_give_a_verdict_are_refused_before_any_run(tmp_path: Path, argv: list[str],
+                                                                         needle: str) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"runs": {"tuning-x|100": [0.995, 10.0]}}))
+    argv = [str(other) if a == "OTHER" else a for a in argv]
+    res = subprocess.run([sys.executable, str(TOOL), *argv], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr
+    assert res.stdout == ""  # no run started
+
+
+def test_the_shipped_document_compares_with_this_tool_s_runs() -> None:
+    args = type("A", (), {"jobs": 2, "json": None, "against": "shipped.json"})()
+    slices = T.tuning_slices()
+    planned = {(s, seed) for s in slices for seed in T.load_protocol().seeds_for(slices[0])}
+    assert _shipped_keys() == planned
+    assert T.refusal(args, planned, dict.fromkeys(planned, (0.99, 1.0))) is None
 
 
 def test_a_bad_rule_is_refused(tmp_path: Path) -> None:
