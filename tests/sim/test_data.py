@@ -6,13 +6,14 @@ simulations/tools/verify_data.py, the same check for a clone, on a broken copy."
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.sim.tool_loader import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "simulations" / "data"
@@ -35,11 +36,7 @@ def _data_files() -> list[Path]:
 
 
 def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("verify_data", ROOT / "simulations" / "tools" / "verify_data.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("verify_data")
 
 
 SUMS = _sums()

@@ -20,6 +20,7 @@ from autoscaler.sim.frontier import cost_at
 from autoscaler.sim.experiment import (REPO, Job, Outcome, Scenario, load_protocol, run_job, static_refinement,
                                        static_replicas, sweep_jobs)
 from autoscaler.sim.traces import open_trace
+from tests.sim.tool_loader import load_tool
 
 SCENARIOS = REPO / "simulations" / "scenarios"
 DEMO = str(SCENARIOS / "demo.yaml")
@@ -199,13 +200,7 @@ def test_summary_takes_preregistered_documents_only(swept: tuple[dict[str, Any],
 
 def _summary_tool() -> Any:
     """simulations/tools/summary.py, loaded as a module."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("summary", REPO / "simulations" / "tools" / "summary.py")
-    assert spec and spec.loader
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_tool("summary")
 
 
 def test_summary_puts_a_random_routing_sweep_beside_the_published_one(swept: tuple[dict[str, Any], Path],

@@ -4,7 +4,6 @@ published results: tests/sim/test_experiment_sweep.py)."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import sys
 import subprocess
@@ -16,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.sim.tool_loader import load_tool
+
 TOOLS = Path(__file__).resolve().parents[2] / "simulations" / "tools"
 META = {"scenario": "s", "trace": "t [0s +60s] x1", "rate_scale": 1.0, "profile": "p",
         "capacity_rps_per_replica": 10.0, "peak_need": 4, "slo": {"ttft_s": 2.0, "tpot_s": 0.1}, "dt_s": 1.0,
@@ -23,11 +24,7 @@ META = {"scenario": "s", "trace": "t [0s +60s] x1", "rate_scale": 1.0, "profile"
 
 
 def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool(name)
 
 
 def _run(policy: str, knob: float, slo: float, gpu_h: float) -> dict[str, Any]:
