@@ -1,8 +1,10 @@
-"""queue-lead at its shipped defaults on every tuning slice x the tuning seeds, judged by the
+"""queue-lead at its shipped defaults on every tuning slice x the rule's seeds, judged by the
 tuning rule of simulations/tuning.yaml (`tuning_rule`), fixed there before a variant's runs
 are looked at: a variant of the defaults is acceptable when every run (slice x seed) reaches
-`min_attainment`; of the acceptable ones, the lowest total node GPU-hours wins. Tuning slices
-only (`simulations/scenarios/tuning-*.yaml`), never an evaluation scenario.
+`min_attainment`; of the acceptable ones, the lowest total node GPU-hours wins. The seeds are
+the rule's own (`tuning_rule.seeds`; without them the protocol's tuning seeds), none an
+evaluation seed. Tuning slices only (`simulations/scenarios/tuning-*.yaml`), never an
+evaluation scenario.
 
     python simulations/tools/tuning_check.py [--jobs 2] [--json FILE] [--against FILE]
 
@@ -70,14 +72,34 @@ def prefer(a: Verdict, b: Verdict) -> str:
     return "neither"
 
 
-def min_attainment(path: Path = TUNING) -> float:
+def _rule(path: Path) -> dict[str, Any]:
     rule = load_yaml_mapping(path, "tuning file").get("tuning_rule")
     if not isinstance(rule, dict) or not isinstance(rule.get("min_attainment"), (int, float)):
         raise ValueError(f"{path}: no tuning_rule.min_attainment")
-    value = float(rule["min_attainment"])
+    return rule
+
+
+def min_attainment(path: Path = TUNING) -> float:
+    value = float(_rule(path)["min_attainment"])
     if not 0.0 < value <= 1.0:
         raise ValueError(f"{path}: tuning_rule.min_attainment = {value}, must be in (0, 1]")
     return value
+
+
+def rule_seeds(evaluation_seeds: Sequence[int], tuning_seeds: Sequence[int], path: Path = TUNING) -> tuple[int, ...]:
+    """The seeds a variant is judged on: `tuning_rule.seeds`, distinct integers none of which is
+    an evaluation seed; without the key, the protocol's tuning seeds.
+
+    Worked example: seeds [100, 101, 102, 103], evaluation (0, 1, 2): (100, 101, 102, 103); no
+    key, tuning seeds (100, 101, 102): (100, 101, 102); [100, 2]: refused (2 is an evaluation seed)."""
+    raw = _rule(path).get("seeds")
+    if raw is None:
+        return tuple(tuning_seeds)
+    if (not isinstance(raw, list) or not raw or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
+            or len(set(raw)) != len(raw) or set(raw) & set(evaluation_seeds)):
+        raise ValueError(f"{path}: tuning_rule.seeds = {raw!r}, must be distinct integers, none of the evaluation "
+                         f"seeds {list(evaluation_seeds)}")
+    return tuple(raw)
 
 
 def tuning_slices() -> list[str]:
@@ -134,7 +156,7 @@ def refusal(args: argparse.Namespace, planned: set[tuple[str, int]],
     if args.json and not Path(args.json).resolve().parent.is_dir():
         return f"--json {args.json}: no folder {Path(args.json).resolve().parent}"
     if before is not None and set(before) != planned:
-        return (f"--against {args.against}: its runs ({len(before)}) are not this tool's slices x tuning seeds "
+        return (f"--against {args.against}: its runs ({len(before)}) are not this tool's slices x the rule's seeds "
                 f"({len(planned)}): the totals would not compare")
     return None
 
@@ -147,13 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         rule = min_attainment()
+        protocol = load_protocol()
+        seeds = rule_seeds(protocol.seeds, protocol.tuning_seeds)
         before = from_json(json.loads(Path(args.against).read_text())) if args.against else None
     except (OSError, ValueError) as exc:
         print(f"tuning_check: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    protocol = load_protocol()
     slices = tuning_slices()
-    seeds = protocol.seeds_for(slices[0]) if slices else ()
     why = refusal(args, {(s, seed) for s in slices for seed in seeds}, before)
     if why is None and (not slices or set(slices) & set(protocol.evaluation)):
         why = "the tuning slices (simulations/scenarios/tuning-*.yaml) are none or include an evaluation scenario"

@@ -85,7 +85,7 @@ def _shipped_keys() -> set[tuple[str, int]]:
     [
         (["--jobs", "0"], "--jobs 0: must be at least 1"),
         (["--json", "/nonexistent-dir/t.json"], "no folder /nonexistent-dir"),
-        (["--against", "OTHER"], "are not this tool's slices x tuning seeds"),
+        (["--against", "OTHER"], "are not this tool's slices x the rule's seeds"),
     ],
 )
 def test_arguments_that_cannot_give_a_verdict_are_refused_before_any_run(tmp_path: Path, argv: list[str],
@@ -101,7 +101,8 @@ def test_arguments_that_cannot_give_a_verdict_are_refused_before_any_run(tmp_pat
 def test_the_shipped_document_compares_with_this_tool_s_runs() -> None:
     args = type("A", (), {"jobs": 2, "json": None, "against": "shipped.json"})()
     slices = T.tuning_slices()
-    planned = {(s, seed) for s in slices for seed in T.load_protocol().seeds_for(slices[0])}
+    protocol = T.load_protocol()
+    planned = {(s, seed) for s in slices for seed in T.rule_seeds(protocol.seeds, protocol.tuning_seeds)}
     assert _shipped_keys() == planned
     assert T.refusal(args, planned, dict.fromkeys(planned, (0.99, 1.0))) is None
 
@@ -112,3 +113,32 @@ def test_a_bad_rule_is_refused(tmp_path: Path) -> None:
         f.write_text(text)
         with pytest.raises(ValueError, match=match):
             T.min_attainment(f)
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"),
+    [
+        ("{min_attainment: 0.99, seeds: [100, 101, 102, 103]}", (100, 101, 102, 103)),  # docstring
+        ("{min_attainment: 0.99}", (100, 101, 102)),  # docstring: no key, the protocol's tuning seeds
+        ("{min_attainment: 0.99, seeds: [100, 2]}", "none of the evaluation seeds"),  # docstring: 2 is one
+        ("{min_attainment: 0.99, seeds: [100, 100]}", "must be distinct"),
+        ("{min_attainment: 0.99, seeds: []}", "must be distinct"),
+        ("{min_attainment: 0.99, seeds: [100, 1.5]}", "must be distinct integers"),
+        ("{min_attainment: 0.99, seeds: [true]}", "must be distinct integers"),
+        ("{min_attainment: 0.99, seeds: 100}", "must be distinct integers"),
+    ],
+)
+def test_rule_seeds(tmp_path: Path, rule: str, expected: object) -> None:
+    f = tmp_path / "tuning.yaml"
+    f.write_text(f"tuning_rule: {rule}\n")
+    if isinstance(expected, tuple):
+        assert T.rule_seeds((0, 1, 2), (100, 101, 102), f) == expected
+    else:
+        with pytest.raises(ValueError, match=str(expected)):
+            T.rule_seeds((0, 1, 2), (100, 101, 102), f)
+
+
+def test_the_shipped_rule_judges_on_ten_seeds_none_an_evaluation_seed() -> None:
+    protocol = T.load_protocol()
+    seeds = T.rule_seeds(protocol.seeds, protocol.tuning_seeds)
+    assert seeds == tuple(range(100, 110)) and not set(seeds) & set(protocol.seeds)
