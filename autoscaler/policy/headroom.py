@@ -6,10 +6,10 @@ cannot hold it (`sizing.headroom_horizon`). Until then the fleet must carry what
 grows to. How much it grows over H is measured, not assumed: each tick, with a reading at least
 H old, r = ln(R_now / B_then) is one sample of the demand's log-growth over H (D: fleet token
 demand in cold-start replicas, `demand_units`, so that learning the capacity does not move the
-history; R: the mean of D over the last H, `recent_mean`, so that a blip of seconds or
-minutes, which a queue absorbs, is not held as growth for a whole horizon; on a steady ramp R
-lags D by about H / 2, so a sample reads about half of the ramp's growth over H, and the
-fleet, sized on D_now, keeps the other half). B is the base a
+history; R: the mean of D over the last half of H, `recent_mean`, so that a blip of seconds
+or a minute, which a queue absorbs, is not held as growth for a whole horizon; on a steady ramp
+R lags D by about H / 4, so a sample reads about three quarters of the ramp's growth over H).
+B is the base a
 reading sizes from: the larger of its demand and the level, the mean demand of the horizon
 before it (`reference_base`; the fleet is sized from B_now alike, `base_ratio`). Its exponentially
 weighted mean and variance (half-life in seconds, weights from the `now` deltas) give the
@@ -53,7 +53,7 @@ COLD_START_SD = 0.15
 MIN_SAMPLES = 20
 MAX_SAMPLES = 1_000_000  # the sample count is only compared with MIN_SAMPLES; capped to stay small
 READINGS_PER_LEAD_TIME = 16
-RECENT_SHARE = 1.0  # a growth sample's numerator: the mean demand of the last lead time
+RECENT_SHARE = 0.5  # a growth sample's numerator: the mean demand of the last half lead time
 
 
 def demand_units(prompt_tokens_per_second: float, generation_tokens_per_second: float,
@@ -195,13 +195,13 @@ def log_growth(demand: float, base: float) -> float:
 
 
 def recent_mean(history: Entries[float], now: float, demand: float, lead_seconds: float) -> float:
-    """The mean of the demand now and the readings within one lead time before it, the bound
-    included (`RECENT_SHARE`): what a growth sample measures, so that a blip of seconds or
-    minutes is not taken as growth that lasts (the fleet is still sized on the demand now,
+    """The mean of the demand now and the readings within half a lead time before it, the
+    bound included (`RECENT_SHARE`): what a growth sample measures, so that a blip of seconds or
+    a minute is not taken as growth that lasts (the fleet is still sized on the demand now,
     `base_ratio`).
 
-    Worked example: readings (900, 2.0), (960, 3.0), (990, 4.0), demand 5.0 at 1000, H = 20 s:
-    (4.0 + 5.0) / 2 = 4.5; H = 120 s: (2 + 3 + 4 + 5) / 4 = 3.5.
+    Worked example: readings (900, 2.0), (960, 3.0), (990, 4.0), demand 5.0 at 1000, H = 40 s
+    (20 s back): (4.0 + 5.0) / 2 = 4.5; H = 240 s (120 s): (2 + 3 + 4 + 5) / 4 = 3.5.
     """
     oldest = now - lead_seconds * RECENT_SHARE
     mean, count = demand, 1
@@ -224,8 +224,8 @@ def track_headroom(
 
     Worked example: readings ((800, 1.0), (840, 2.0), (990, 2.5)), H = 160 s (spacing 10 s),
     demand 3.0 at 1000, no sample yet: the reference is 840, its base max(2.0, (1.0 + 2.0) / 2)
-    = 2.0; the recent mean (2.0 + 2.5 + 3.0) / 3 = 2.5 (840 and 990 are within H): growth
-    ln 1.25 = 0.223 is the mean; 800 stays (within H before 840): history
+    = 2.0; the recent mean (2.5 + 3.0) / 2 = 2.75 (990 is within H / 2): growth ln 1.375
+    = 0.318 is the mean; 800 stays (within H before 840): history
     ((800, 1.0), (840, 2.0), (990, 2.5), (1000, 3.0)). At 995: as it is (5 s < 10 s).
     """
     history = state.demand_history

@@ -446,11 +446,11 @@ def test_reference_base(index: int, expected: tuple[int, float]) -> None:
 
 def test_track_headroom_grows_from_the_base_and_keeps_what_the_next_base_needs() -> None:
     # readings at 650, 700, 800, 840, 990, H = 160 s, D 4.5 at 1000: the reference is 840, its
-    # base 3.0 (the level of 700, 800, 840); the recent mean (3.0 + 2.5 + 4.5) / 3 = 3.33 (840
-    # and 990 are within H = 160 s): growth ln(3.33 / 3); 650 is no longer needed
+    # base 3.0 (the level of 700, 800, 840); the recent mean (2.5 + 4.5) / 2 = 3.5 (990 is within
+    # H / 2 = 80 s): growth ln(3.5 / 3); 650 is no longer needed
     s = SloState(demand_history=((650.0, 1.0), (700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5)))
     out = track_headroom(s, 4.5, 1000.0, 160.0, 1800.0)
-    assert out.growth_mean == pytest.approx(math.log(10.0 / 3 / 3.0)) and out.growth_samples == 1
+    assert out.growth_mean == pytest.approx(math.log(3.5 / 3.0)) and out.growth_samples == 1
     assert out.demand_history == ((700.0, 2.0), (800.0, 4.0), (840.0, 3.0), (990.0, 2.5), (1000.0, 4.5))
     # no reading H old yet (800 is 100 s old at 900): a reading, no sample
     young = SloState(demand_history=((800.0, 4.0), (840.0, 3.0)))
@@ -492,10 +492,10 @@ def test_headroom_horizon(free_gpus: int | None, to_add: int, gpus_per_replica: 
 @pytest.mark.parametrize(
     ("lead", "demand", "expected"),
     [
-        (20.0, 5.0, (4.0 + 5.0) / 2),  # docstring: 20 s back, 990 only: 4.5
-        (40.0, 5.0, (3.0 + 4.0 + 5.0) / 3),  # 40 s back: 960 counts (the bound is inclusive)
-        (120.0, 5.0, (2.0 + 3.0 + 4.0 + 5.0) / 4),  # docstring: 120 s back, all three: 3.5
-        (4.0, 5.0, 5.0),  # 4 s back: none, the demand alone
+        (40.0, 5.0, (4.0 + 5.0) / 2),  # docstring: 20 s back, 990 only: 4.5
+        (80.0, 5.0, (3.0 + 4.0 + 5.0) / 3),  # 40 s back: 960 counts (the bound is inclusive)
+        (240.0, 5.0, (2.0 + 3.0 + 4.0 + 5.0) / 4),  # docstring: 120 s back, all three: 3.5
+        (8.0, 5.0, 5.0),  # 4 s back: none, the demand alone
     ],
 )
 def test_recent_mean(lead: float, demand: float, expected: float) -> None:
@@ -510,11 +510,11 @@ def test_recent_mean_of_readings_near_the_float_limit_stays_finite() -> None:
 
 def test_a_blip_is_not_held_as_growth() -> None:
     # a flat demand of 10, a reading every 20 s for 600 s, H = 300 s; a blip to 20 at 620: the
-    # sample averages it with the 15 readings of the last 300 s (H): ln(170 / 160) = 0.061, not
+    # sample averages it with the 7 readings of the last 150 s (H / 2): ln(90 / 80) = 0.118, not
     # ln 2 = 0.693 (the fleet is still sized on the 20: `base_ratio`)
     flat = SloState(demand_history=tuple((10_000.0 + 20.0 * i, 10.0) for i in range(31)))
     out = track_headroom(flat, 20.0, 10_620.0, 300.0, 1800.0)
-    assert (out.growth_samples, out.growth_mean) == (1, pytest.approx(math.log(170.0 / 160.0)))
+    assert (out.growth_samples, out.growth_mean) == (1, pytest.approx(math.log(90.0 / 80.0)))
 
 
 def test_update_moments() -> None:
@@ -553,8 +553,8 @@ def test_track_headroom_docstring_example() -> None:
     s = SloState(demand_history=((800.0, 1.0), (840.0, 2.0), (990.0, 2.5)))
     out = track_headroom(s, 3.0, 1000.0, 160.0, 1800.0)
     assert out.demand_history == ((800.0, 1.0), (840.0, 2.0), (990.0, 2.5), (1000.0, 3.0))
-    # docstring: base 2.0, recent mean (2.0 + 2.5 + 3.0) / 3 = 2.5: ln 1.25 = 0.223
-    assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.25)), 1, 1000.0)
+    # docstring: base 2.0, recent mean (2.5 + 3.0) / 2 = 2.75: ln 1.375 = 0.318
+    assert (out.growth_mean, out.growth_samples, out.growth_updated_at) == (pytest.approx(math.log(1.375)), 1, 1000.0)
     assert track_headroom(s, 3.0, 995.0, 160.0, 1800.0) is s  # 5 s after the newest: no reading yet
     assert track_headroom(SloState(), 0.0, 1000.0, 160.0, 1800.0) == SloState()  # nothing to log
 
