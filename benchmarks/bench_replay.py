@@ -30,7 +30,7 @@ Python objects). Options (the machine is often shared: wall times are noisy, CPU
                     pod (prompt/generation token rates, TTFT, TPOT and queue-time histograms with
                     the simulator's vLLM bucket layouts, rates following the pod's load): the
                     file size, read and replay of the format as written by this tree; figures
-                    to benchmarks/results/replay-slo.json
+                    to benchmarks/results/replay-slo.json (-mypyc.json from a compiled build)
 """
 
 from __future__ import annotations
@@ -304,7 +304,9 @@ def main() -> int:
         "load_average_1m": round(os.getloadavg()[0], 2),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     })
-    out = HERE / "results" / ("replay-slo.json" if args.slo else "replay.json")
+    # a compiled build's figures beside the pure ones, never over them
+    compiled = str(figures.get("build", "")).startswith("compiled")
+    out = HERE / "results" / f"replay{'-slo' if args.slo else ''}{'-mypyc' if compiled else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
