@@ -181,6 +181,14 @@ def _timed_run(tree: Path, recording: Path, breakdown: bool) -> dict[str, Any]:
     return figures
 
 
+def results_file(slo: bool, build: str) -> Path:
+    """Where a run's figures go: a compiled build's beside the pure ones, never over them.
+
+    Worked example: (True, "pure Python") -> results/replay-slo.json; (True, "compiled (mypyc: 16
+    modules)") -> results/replay-slo-mypyc.json; (False, "compiled ...") -> results/replay-mypyc.json."""
+    return HERE / "results" / f"replay{'-slo' if slo else ''}{'-mypyc' if build.startswith('compiled') else ''}.json"
+
+
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run of the least CPU time (read + replay): on a shared machine the wall time also
     counts the other jobs' turns."""
@@ -304,9 +312,7 @@ def main() -> int:
         "load_average_1m": round(os.getloadavg()[0], 2),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     })
-    # a compiled build's figures beside the pure ones, never over them
-    compiled = str(figures.get("build", "")).startswith("compiled")
-    out = HERE / "results" / f"replay{'-slo' if args.slo else ''}{'-mypyc' if compiled else ''}.json"
+    out = results_file(args.slo, str(figures.get("build", "")))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))

@@ -4,6 +4,7 @@ published results: tests/sim/test_experiment_sweep.py)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import sys
 import subprocess
@@ -504,3 +505,20 @@ def test_start_size_runs_a_tuning_slice_on_the_tuning_seeds(monkeypatch: pytest.
     assert seen == [100, 101, 102]
     seen.clear()
     assert tool.main(["tuning-servegen-m-mid-d7-1h", "--seeds", "0"]) == 0 and seen == [0]  # asked for: as asked
+
+
+@pytest.mark.parametrize(
+    ("slo", "build", "name"),
+    [
+        (True, "pure Python", "replay-slo.json"),  # docstring
+        (True, "compiled (mypyc: 16 modules)", "replay-slo-mypyc.json"),  # docstring: never over the pure file
+        (False, "compiled (mypyc: 16 modules)", "replay-mypyc.json"),  # docstring
+        (False, "pure Python", "replay.json"),
+    ],
+)
+def test_bench_replay_keeps_compiled_figures_apart(slo: bool, build: str, name: str) -> None:
+    spec = importlib.util.spec_from_file_location("bench_replay", TOOLS.parents[1] / "benchmarks" / "bench_replay.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.results_file(slo, build) == TOOLS.parents[1] / "benchmarks" / "results" / name
